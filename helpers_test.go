@@ -1,0 +1,68 @@
+package dlock_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/dlockio/dlock"
+	"github.com/dlockio/dlock/internal/redistest"
+	"github.com/dlockio/dlock/redisdriver"
+	"github.com/redis/go-redis/v9"
+)
+
+// newLocker returns a dlock Client on its own go-redis connection to addr;
+// both are closed at the end of the test (the Client first).
+func newLocker(t testing.TB, addr string, opts ...dlock.Option) *dlock.Client {
+	t.Helper()
+	rdb := redistest.NewClient(t, addr)
+	drv, err := redisdriver.New(rdb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts = append([]dlock.Option{dlock.WithLogger(quietLogger())}, opts...)
+	c, err := dlock.New(drv, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+func quietLogger() *slog.Logger {
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+func ctxTimeout(t testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// lockKey is where the Redis driver keeps a lock with the default prefix.
+func lockKey(name string) string { return redisdriver.DefaultPrefix + "{" + name + "}" }
+
+// holderID returns the owner id stored in a lock, "" when free.
+func holderID(t testing.TB, rdb *redis.Client, name string) string {
+	t.Helper()
+	id, err := rdb.HGet(context.Background(), lockKey(name), "id").Result()
+	if err == redis.Nil {
+		return ""
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// waitDone fails the test if the lease has not ended within d.
+func waitDone(t testing.TB, l *dlock.Lease, d time.Duration) {
+	t.Helper()
+	select {
+	case <-l.Done():
+	case <-time.After(d):
+		t.Fatalf("lease %q still held after %v", l.Key(), d)
+	}
+}

@@ -1,0 +1,168 @@
+package redistest
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// process is one running redis-server.
+type process struct {
+	cmd  *exec.Cmd
+	done chan struct{} // closed once cmd.Wait has returned
+}
+
+// kill sends SIGKILL and waits for the process to exit. Safe to repeat.
+func (p *process) kill() {
+	_ = p.cmd.Process.Kill()
+	<-p.done
+}
+
+// stop sends sig and waits up to timeout for the process to exit before
+// killing it.
+func (p *process) stop(sig os.Signal, timeout time.Duration) {
+	_ = p.cmd.Process.Signal(sig)
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	select {
+	case <-p.done:
+	case <-timer.C:
+		p.kill()
+	}
+}
+
+// launch starts redis-server on s.port and waits until it is ready.
+func (s *Server) launch() (*process, error) {
+	args := []string{
+		"--port", strconv.Itoa(s.port),
+		"--bind", "127.0.0.1",
+		"--dir", s.dir,
+		"--save", "",
+		"--appendonly", "no",
+		"--daemonize", "no",
+	}
+	args = append(args, s.args...)
+
+	logf, err := os.OpenFile(s.logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(logf, "--- redistest: %s %s\n", s.bin, quoteArgs(args))
+	cmd := exec.Command(s.bin, args...)
+	cmd.Dir = s.dir
+	cmd.Stdout = logf // an *os.File is inherited directly: no copy goroutines
+	cmd.Stderr = logf
+	err = cmd.Start()
+	logf.Close() // the child holds its own descriptor
+	if err != nil {
+		return nil, err
+	}
+
+	p := &process{cmd: cmd, done: make(chan struct{})}
+	go func() {
+		_ = cmd.Wait()
+		close(p.done)
+	}()
+	if err := waitReady(s.addr, p, startTimeout); err != nil {
+		p.kill()
+		return nil, err
+	}
+	return p, nil
+}
+
+// waitReady polls addr with PING until the server owned by p answers, p
+// exits or timeout passes. It checks the answering server's process_id so a
+// different server that grabbed the port is not mistaken for ours.
+func waitReady(addr string, p *process, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	pid := strconv.Itoa(p.cmd.Process.Pid)
+	backoff := 2 * time.Millisecond
+	exited := func() error {
+		return fmt.Errorf("redis-server exited before becoming ready (%v); see log", p.cmd.ProcessState)
+	}
+	for {
+		select {
+		case <-p.done:
+			return exited()
+		default:
+		}
+		err := probe(addr, pid)
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("redis-server on %s not ready after %v: %w", addr, timeout, err)
+		}
+		timer := time.NewTimer(backoff)
+		select {
+		case <-p.done:
+			timer.Stop()
+			return exited()
+		case <-timer.C:
+		}
+		backoff = min(backoff*2, 100*time.Millisecond)
+	}
+}
+
+func probe(addr, pid string) error {
+	const timeout = 500 * time.Millisecond
+	pong, err := command(addr, timeout, "PING")
+	if err != nil {
+		return err
+	}
+	if pong != "PONG" {
+		return fmt.Errorf("PING answered %q", pong)
+	}
+	info, err := command(addr, timeout, "INFO", "server")
+	if err != nil {
+		return err
+	}
+	if got := infoField(info, "process_id"); got != pid {
+		return fmt.Errorf("port answered by process %q, want %s", got, pid)
+	}
+	return nil
+}
+
+// freePort returns a loopback TCP port that was free a moment ago.
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	addr, ok := ln.Addr().(*net.TCPAddr)
+	if !ok {
+		return 0, errors.New("listener address is not TCP")
+	}
+	return addr.Port, nil
+}
+
+// logTail returns the last n lines of the file at path.
+func logTail(path string, n int) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Sprintf("(reading log: %v)", err)
+	}
+	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// quoteArgs renders args for the log, quoting empty or spaced ones.
+func quoteArgs(args []string) string {
+	q := make([]string, len(args))
+	for i, a := range args {
+		q[i] = a
+		if a == "" || strings.ContainsAny(a, " \t\"") {
+			q[i] = strconv.Quote(a)
+		}
+	}
+	return strings.Join(q, " ")
+}

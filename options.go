@@ -1,0 +1,141 @@
+package dlock
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+)
+
+// Defaults, and why.
+const (
+	// DefaultTTL is how long a lock outlives a holder that vanished without
+	// unlocking (crash, partition). 30 s, as in Redisson: long enough that a
+	// renewal can miss twice (every TTL/3) through a failover or network blip
+	// without losing the lock, short enough that a crashed holder blocks
+	// others for at most half a minute.
+	DefaultTTL = 30 * time.Second
+	// MinTTL is the shortest TTL accepted. Below it the drift allowance and
+	// a loopback round trip eat most of the validity window.
+	MinTTL = 20 * time.Millisecond
+	// MaxKeyLen bounds lock names: a longer name is a bug (a payload used as a
+	// key), and every renewal would carry it.
+	MaxKeyLen = 1024
+	// DefaultRetryDelay is how soon a failed renewal is retried: fast enough
+	// for several attempts inside TTL/3 of the default TTL, slow enough not to
+	// hammer a store that is failing over.
+	DefaultRetryDelay = 500 * time.Millisecond
+)
+
+// Drift returns the safety margin subtracted from a lease's validity: 1% of
+// the TTL for clock-rate differences between client and store, plus 2 ms
+// for the store's expiry granularity (Redis expires keys to the millisecond,
+// possibly a little late, never early).
+func Drift(ttl time.Duration) time.Duration { return ttl/100 + 2*time.Millisecond }
+
+// Option configures a Client.
+type Option func(*clientConfig) error
+
+type clientConfig struct {
+	ttl        time.Duration
+	logger     *slog.Logger
+	meta       string
+	retryDelay time.Duration
+	now        func() time.Time // monotonic-bearing clock; replaced in tests
+}
+
+// WithDefaultTTL sets the TTL used by Lock and TryLock unless a call passes
+// WithTTL. Default DefaultTTL.
+func WithDefaultTTL(ttl time.Duration) Option {
+	return func(c *clientConfig) error {
+		if err := checkTTL(ttl); err != nil {
+			return err
+		}
+		c.ttl = ttl
+		return nil
+	}
+}
+
+// WithLogger sets the logger for renewal failures and lost locks.
+// Default: slog.Default().
+func WithLogger(l *slog.Logger) Option {
+	return func(c *clientConfig) error {
+		if l == nil {
+			return fmt.Errorf("%w: nil logger", ErrInvalidArgument)
+		}
+		c.logger = l
+		return nil
+	}
+}
+
+// WithOwnerMeta sets free text stored with every lock this client takes
+// (next to host name and pid), for operators: "order-service v1.4", say.
+func WithOwnerMeta(text string) Option {
+	return func(c *clientConfig) error { c.meta = text; return nil }
+}
+
+// WithRenewRetryDelay sets how soon a renewal that failed with a backend
+// error is retried (never later than the lease's deadline). Default
+// DefaultRetryDelay.
+func WithRenewRetryDelay(d time.Duration) Option {
+	return func(c *clientConfig) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: renew retry delay %v", ErrInvalidArgument, d)
+		}
+		c.retryDelay = d
+		return nil
+	}
+}
+
+// LockOption configures one Lock or TryLock call.
+type LockOption func(*lockConfig) error
+
+type lockConfig struct {
+	ttl      time.Duration
+	watchdog bool
+	meta     *string
+}
+
+// WithTTL sets the lock's TTL for this call. With the watchdog on (the
+// default) the lock is renewed every TTL/3 and the TTL only bounds how long
+// a vanished holder blocks others; with WithoutWatchdog it is the lease time.
+func WithTTL(ttl time.Duration) LockOption {
+	return func(c *lockConfig) error {
+		if err := checkTTL(ttl); err != nil {
+			return err
+		}
+		c.ttl = ttl
+		return nil
+	}
+}
+
+// WithoutWatchdog makes the lease a fixed lease of TTL: it is never renewed
+// and ends with ErrLockLost when its validity deadline passes.
+func WithoutWatchdog() LockOption {
+	return func(c *lockConfig) error { c.watchdog = false; return nil }
+}
+
+// WithMeta overrides the client's owner meta text for this lock.
+func WithMeta(text string) LockOption {
+	return func(c *lockConfig) error { c.meta = &text; return nil }
+}
+
+func checkTTL(ttl time.Duration) error {
+	if ttl < MinTTL {
+		return fmt.Errorf("%w: %v is below the minimum %v", ErrInvalidTTL, ttl, MinTTL)
+	}
+	return nil
+}
+
+func checkKey(key string) error {
+	switch {
+	case key == "":
+		return fmt.Errorf("%w: empty", ErrInvalidKey)
+	case len(key) > MaxKeyLen:
+		return fmt.Errorf("%w: %d bytes, more than %d", ErrInvalidKey, len(key), MaxKeyLen)
+	case key[0] == '}':
+		// Drivers wrap the key in a {hash tag}; a leading '}' would make the
+		// tag empty and scatter a lock's companion keys across cluster slots.
+		return fmt.Errorf("%w: %q starts with '}'", ErrInvalidKey, key)
+	}
+	return nil
+}
