@@ -66,3 +66,5 @@ func waitDone(t testing.TB, l *dlock.Lease, d time.Duration) {
 		t.Fatalf("lease %q still held after %v", l.Key(), d)
 	}
 }
+
+func leaseCause(l *dlock.Lease) error { return context.Cause(l.Context()) }

@@ -111,11 +111,11 @@ type Watcher interface {
 
 // LockInfo is what an operator sees about a held lock.
 type LockInfo struct {
-	Key    string        `json:"key"`
-	Token  uint64        `json:"token"`
-	Owner  Owner         `json:"owner"`
-	Since  time.Time     `json:"since"`  // acquisition time, by the store's clock
-	TTL    time.Duration `json:"ttl_ns"` // time left in the store
+	Key   string        `json:"key"`
+	Token uint64        `json:"token"`
+	Owner Owner         `json:"owner"`
+	Since time.Time     `json:"since"`  // acquisition time, by the store's clock
+	TTL   time.Duration `json:"ttl_ns"` // time left in the store
 }
 
 // Inspector is implemented by drivers that let operators look at and break

@@ -19,10 +19,9 @@ var (
 	inspectLua string
 
 	// Scripts run by EVALSHA, falling back to EVAL once per server that has
-	// not cached them yet.
+	// not cached them yet. Renewal always sends the body (see Renew).
 	acquireScript      = redis.NewScript(acquireLua)
 	releaseScript      = redis.NewScript(releaseLua)
-	renewScript        = redis.NewScript(renewLua)
 	forceReleaseScript = redis.NewScript(forceReleaseLua)
 	inspectScript      = redis.NewScript(inspectLua)
 )

@@ -23,7 +23,7 @@ type watcher struct {
 	onRelease func(string)
 
 	mu      sync.Mutex
-	ps      *redis.PubSub            // opened by the first Add
+	ps      *redis.PubSub              // opened by the first Add
 	pending map[string][]chan struct{} // channel -> Adds awaiting confirmation
 	closed  bool
 	done    chan struct{} // closed when the reader goroutine exits

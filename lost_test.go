@@ -1,0 +1,125 @@
+package dlock_test
+
+// Lost-lock signal: whatever takes the lock away, the holder's Done closes,
+// Err says ErrLockLost, and — where the store still holds the key — before
+// anyone else can acquire it.
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/dlockio/dlock"
+	"github.com/dlockio/dlock/internal/redistest"
+)
+
+func TestLostWhenKeyDeletedBehindHolder(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	c := newLocker(t, srv.Addr())
+	const ttl = 300 * time.Millisecond
+	ctx := ctxTimeout(t, 10*time.Second)
+	l, err := c.TryLock(ctx, "deleted", dlock.WithTTL(ttl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb.Del(ctx, lockKey("deleted"))
+	// The next renewal (at most TTL/3 away) finds the key gone.
+	waitDone(t, l, 10*ttl)
+	if !errors.Is(l.Err(), dlock.ErrLockLost) || !errors.Is(leaseCause(l), dlock.ErrLockLost) {
+		t.Fatalf("Err %v", l.Err())
+	}
+	if err := l.Unlock(ctx); !errors.Is(err, dlock.ErrNotHeld) {
+		t.Fatalf("Unlock of a lost lease: %v, want ErrNotHeld", err)
+	}
+}
+
+func TestLostWhenRedisRestartsEmpty(t *testing.T) {
+	srv := redistest.Start(t)
+	c := newLocker(t, srv.Addr())
+	const ttl = 300 * time.Millisecond
+	ctx := ctxTimeout(t, 20*time.Second)
+	l, err := c.TryLock(ctx, "restart", dlock.WithTTL(ttl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Kill()
+	srv.Restart()
+	waitDone(t, l, 20*ttl)
+	if !errors.Is(l.Err(), dlock.ErrLockLost) {
+		t.Fatalf("Err %v", l.Err())
+	}
+	// The fencing counter was lost with the data, yet the next token is
+	// still larger: tokens are seeded from the server clock.
+	l2, err := newLocker(t, srv.Addr()).Lock(ctx, "restart")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l2.Token() <= l.Token() {
+		t.Fatalf("token after empty restart %d <= %d", l2.Token(), l.Token())
+	}
+	_ = l2.Unlock(ctx)
+}
+
+// Replies delayed past the validity deadline: the holder must give up the
+// lock before the key can expire in Redis, i.e. before anyone else gets in.
+func TestLostBeforeExpiryWhenRepliesAreDelayed(t *testing.T) {
+	srv := redistest.Start(t)
+	proxy := redistest.NewProxy(t, srv.Addr())
+	holder := newLocker(t, proxy.Addr())
+	rival := newLocker(t, srv.Addr())
+	const ttl = 300 * time.Millisecond
+	ctx := ctxTimeout(t, 20*time.Second)
+	l, err := holder.TryLock(ctx, "slow-replies", dlock.WithTTL(ttl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy.SetLatency(10 * ttl) // renewals still reach Redis; their answers don't come back in time
+	proxy.Blackhole(true)      // and now nothing reaches Redis either
+	// The rival polls directly (no notification will come); the moment it
+	// gets in, the holder must already have known its lease was over.
+	for {
+		l2, err := rival.TryLock(ctx, "slow-replies", dlock.WithTTL(ttl))
+		if errors.Is(err, dlock.ErrNotAcquired) {
+			time.Sleep(time.Millisecond)
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-l.Done():
+		default:
+			t.Fatal("rival acquired while the holder still believed it held the lock")
+		}
+		if !errors.Is(l.Err(), dlock.ErrLockLost) || l2.Token() <= l.Token() {
+			t.Fatalf("holder Err %v; tokens %d then %d", l.Err(), l.Token(), l2.Token())
+		}
+		_ = l2.Unlock(ctx)
+		return
+	}
+}
+
+// Renewals that arrive but whose replies are slow (yet within the deadline)
+// must keep the lease: latency alone is not loss.
+func TestSlowButTimelyRenewalsKeepLease(t *testing.T) {
+	srv := redistest.Start(t)
+	proxy := redistest.NewProxy(t, srv.Addr())
+	holder := newLocker(t, proxy.Addr())
+	const ttl = 600 * time.Millisecond
+	ctx := ctxTimeout(t, 20*time.Second)
+	l, err := holder.TryLock(ctx, "slow-ok", dlock.WithTTL(ttl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy.SetLatency(ttl / 10)
+	select {
+	case <-l.Done():
+		t.Fatalf("lease lost under %v latency: %v", ttl/10, l.Err())
+	case <-time.After(5 * ttl):
+	}
+	proxy.SetLatency(0)
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
