@@ -44,17 +44,17 @@ func ctxTimeout(t testing.TB, d time.Duration) context.Context {
 // lockKey is where the Redis driver keeps a lock with the default prefix.
 func lockKey(name string) string { return redisdriver.DefaultPrefix + "{" + name + "}" }
 
-// holderID returns the owner id stored in a lock, "" when free.
-func holderID(t testing.TB, rdb *redis.Client, name string) string {
+// lockValue returns what the store holds for a lock, "" when free.
+func lockValue(t testing.TB, rdb *redis.Client, name string) string {
 	t.Helper()
-	id, err := rdb.HGet(context.Background(), lockKey(name), "id").Result()
+	v, err := rdb.Get(context.Background(), lockKey(name)).Result()
 	if err == redis.Nil {
 		return ""
 	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	return id
+	return v
 }
 
 // waitDone fails the test if the lease has not ended within d.

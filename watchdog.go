@@ -28,6 +28,7 @@ type watchdog struct {
 	mu      sync.Mutex
 	h       leaseHeap
 	stopped bool
+	wakeAt  time.Time // when the loop will wake next; add kicks only if earlier
 
 	kick    chan struct{} // a lease was added: recompute the next wake-up
 	results chan renewal
@@ -84,10 +85,15 @@ func (w *watchdog) add(l *Lease, sent time.Time, renew bool) bool {
 		return false
 	}
 	heap.Push(&w.h, l)
+	// Most leases are due after the one the loop already sleeps for; only
+	// wake the loop (a goroutine switch on the acquire path) if not.
+	early := st.wake().Before(w.wakeAt)
 	w.mu.Unlock()
-	select {
-	case w.kick <- struct{}{}:
-	default:
+	if early {
+		select {
+		case w.kick <- struct{}{}:
+		default:
+		}
 	}
 	return true
 }
@@ -166,8 +172,9 @@ func (w *watchdog) tick(ctx context.Context) time.Duration {
 	}
 	wait := time.Hour
 	if len(w.h) > 0 {
-		wait = w.h[0].watch.wake().Sub(now)
+		wait = max(w.h[0].watch.wake().Sub(now), 0)
 	}
+	w.wakeAt = now.Add(wait)
 	w.mu.Unlock()
 
 	for _, l := range lost {
@@ -181,7 +188,7 @@ func (w *watchdog) tick(ctx context.Context) time.Duration {
 		w.startRenew(ctx, due[:n:n], now)
 		due = due[n:]
 	}
-	return max(wait, 0)
+	return wait
 }
 
 func (w *watchdog) startRenew(ctx context.Context, leases []*Lease, sent time.Time) {

@@ -4,7 +4,7 @@
 //
 // Data layout, for a lock named NAME and the default prefix "dlock:":
 //
-//	dlock:{NAME}                  hash: id, token, host, pid, meta, since; expires with the lock
+//	dlock:{NAME}                  "<id>:<token>:<since ms>:<owner JSON>"; expires with the lock
 //	dlock:{NAME}:fence            last fencing token issued (kept: tokens must never repeat)
 //	dlock:{NAME}:released:<id>    short-lived marker that makes a retried release answer "released"
 //	dlock:{NAME}:released         pub/sub channel that wakes waiters
@@ -17,7 +17,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -125,7 +124,7 @@ func (d *Driver) nameFromChannel(ch string) (string, bool) {
 // Acquire implements driver.Driver.
 func (d *Driver) Acquire(ctx context.Context, req driver.AcquireRequest) (driver.AcquireResult, error) {
 	v, err := acquireScript.Run(ctx, d.rdb, []string{d.lockKey(req.Key), d.fenceKey(req.Key)},
-		req.ID, req.TTL.Milliseconds(), req.Owner.Host, req.Owner.PID, req.Owner.Meta).Int64Slice()
+		req.ID, req.TTL.Milliseconds(), ownerJSON(req.Owner)).Int64Slice()
 	if err != nil {
 		return driver.AcquireResult{}, err
 	}
@@ -141,7 +140,7 @@ func (d *Driver) Acquire(ctx context.Context, req driver.AcquireRequest) (driver
 // Release implements driver.Driver.
 func (d *Driver) Release(ctx context.Context, req driver.ReleaseRequest) (driver.ReleaseResult, error) {
 	n, err := releaseScript.Run(ctx, d.rdb, []string{d.lockKey(req.Key), d.markerKey(req.Key, req.ID)},
-		req.ID, d.releaseMemory.Milliseconds(), d.channel(req.Key)).Int64()
+		idPrefix(req.ID), d.releaseMemory.Milliseconds(), d.channel(req.Key)).Int64()
 	if err != nil {
 		return 0, err
 	}
@@ -158,18 +157,18 @@ func (d *Driver) Release(ctx context.Context, req driver.ReleaseRequest) (driver
 
 // ForceRelease implements driver.Inspector.
 func (d *Driver) ForceRelease(ctx context.Context, key string) (uint64, bool, error) {
-	s, err := forceReleaseScript.Run(ctx, d.rdb, []string{d.lockKey(key)}, d.channel(key)).Text()
+	v, err := forceReleaseScript.Run(ctx, d.rdb, []string{d.lockKey(key)}, d.channel(key)).Text()
 	if errors.Is(err, redis.Nil) {
 		return 0, false, nil
 	}
 	if err != nil {
 		return 0, false, err
 	}
-	tok, err := strconv.ParseUint(s, 10, 64)
-	if err != nil {
-		return 0, true, fmt.Errorf("force release: bad token %q: %w", s, err)
+	var info driver.LockInfo
+	if err := parseValue(v, &info); err != nil {
+		return 0, true, err
 	}
-	return tok, true, nil
+	return info.Token, true, nil
 }
 
 // Close implements driver.Driver. The redis client is the caller's to close.

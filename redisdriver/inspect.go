@@ -2,11 +2,9 @@ package redisdriver
 
 import (
 	"context"
-	"fmt"
-	"strconv"
+	"errors"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/dlockio/dlock/driver"
 	"github.com/redis/go-redis/v9"
@@ -14,34 +12,24 @@ import (
 
 // Inspect implements driver.Inspector.
 func (d *Driver) Inspect(ctx context.Context, key string) (driver.LockInfo, bool, error) {
-	v, err := inspectScript.Run(ctx, d.rdb, []string{d.lockKey(key)}).Slice()
+	k := d.lockKey(key)
+	var get *redis.StringCmd
+	var pttl *redis.DurationCmd
+	// MULTI/EXEC so the value and its TTL describe the same holder.
+	_, err := d.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		get = p.Get(ctx, k)
+		pttl = p.PTTL(ctx, k)
+		return nil
+	})
+	if errors.Is(err, redis.Nil) {
+		return driver.LockInfo{}, false, nil
+	}
 	if err != nil {
 		return driver.LockInfo{}, false, err
 	}
-	if len(v) == 0 {
-		return driver.LockInfo{}, false, fmt.Errorf("inspect script: empty reply")
-	}
-	pttl, _ := v[0].(int64)
-	if pttl == -2 { // no such key: free
-		return driver.LockInfo{}, false, nil
-	}
-	info := driver.LockInfo{Key: key, TTL: time.Duration(pttl) * time.Millisecond}
-	for i := 1; i+1 < len(v); i += 2 {
-		f, _ := v[i].(string)
-		val, _ := v[i+1].(string)
-		switch f {
-		case "token":
-			info.Token, _ = strconv.ParseUint(val, 10, 64)
-		case "host":
-			info.Owner.Host = val
-		case "pid":
-			info.Owner.PID, _ = strconv.Atoi(val)
-		case "meta":
-			info.Owner.Meta = val
-		case "since":
-			ms, _ := strconv.ParseInt(val, 10, 64)
-			info.Since = time.UnixMilli(ms)
-		}
+	info := driver.LockInfo{Key: key, TTL: pttl.Val()}
+	if err := parseValue(get.Val(), &info); err != nil {
+		return driver.LockInfo{}, false, err
 	}
 	return info, true, nil
 }
@@ -52,7 +40,7 @@ func (d *Driver) List(ctx context.Context, prefix string) ([]driver.LockInfo, er
 	var mu sync.Mutex
 	var names []string
 	scan := func(ctx context.Context, c redis.Cmdable) error {
-		it := c.ScanType(ctx, 0, match, 1000, "hash").Iterator()
+		it := c.ScanType(ctx, 0, match, 1000, "string").Iterator()
 		for it.Next(ctx) {
 			name, ok := strings.CutPrefix(it.Val(), d.prefix+"{")
 			if !ok || !strings.HasSuffix(name, "}") {

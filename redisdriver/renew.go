@@ -23,7 +23,7 @@ func (d *Driver) Renew(ctx context.Context, reqs []driver.RenewRequest) ([]bool,
 		args[gi] = make([]any, 0, 2*len(g))
 		for i, ri := range g {
 			keys[gi][i] = d.lockKey(reqs[ri].Key)
-			args[gi] = append(args[gi], reqs[ri].ID, reqs[ri].TTL.Milliseconds())
+			args[gi] = append(args[gi], idPrefix(reqs[ri].ID), reqs[ri].TTL.Milliseconds())
 		}
 	}
 

@@ -1,9 +1,11 @@
 -- Extend every listed lock that is still held by the given owner.
--- KEYS[i] lock hash; ARGV[2i-1] owner id, ARGV[2i] ttl ms
+-- KEYS[i] lock; ARGV[2i-1] owner id .. ':', ARGV[2i] ttl ms
 -- Returns one 1 (extended) or 0 (not ours any more) per key.
 local held = {}
 for i = 1, #KEYS do
-  if redis.call('HGET', KEYS[i], 'id') == ARGV[2 * i - 1] then
+  local v = redis.call('GET', KEYS[i])
+  local id = ARGV[2 * i - 1]
+  if v and string.sub(v, 1, #id) == id then
     redis.call('PEXPIRE', KEYS[i], ARGV[2 * i])
     held[i] = 1
   else

@@ -15,13 +15,10 @@ var (
 	renewLua string
 	//go:embed force_release.lua
 	forceReleaseLua string
-	//go:embed inspect.lua
-	inspectLua string
 
 	// Scripts run by EVALSHA, falling back to EVAL once per server that has
 	// not cached them yet. Renewal always sends the body (see Renew).
 	acquireScript      = redis.NewScript(acquireLua)
 	releaseScript      = redis.NewScript(releaseLua)
 	forceReleaseScript = redis.NewScript(forceReleaseLua)
-	inspectScript      = redis.NewScript(inspectLua)
 )

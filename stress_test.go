@@ -1,0 +1,85 @@
+package dlock_test
+
+import (
+	"context"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/dlockio/dlock"
+	"github.com/dlockio/dlock/internal/redistest"
+)
+
+// Many workers, each with its own connection and Client, fight for one key
+// with critical sections that often outlast the TTL. The watchdog must keep
+// every holder's lock alive, nobody may enter while another is inside, and
+// tokens must increase in the order workers entered.
+func TestStressMutualExclusion(t *testing.T) {
+	srv := redistest.Start(t)
+	const (
+		workers = 8
+		rounds  = 12
+		ttl     = 60 * time.Millisecond
+	)
+	ctx := ctxTimeout(t, 2*time.Minute)
+
+	var (
+		inside   atomic.Int32
+		overlaps atomic.Int32
+		mu       sync.Mutex
+		entries  []uint64 // tokens in the order holders got inside
+		wg       sync.WaitGroup
+		errs     = make(chan error, workers)
+	)
+	for w := range workers {
+		c := newLocker(t, srv.Addr())
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(w), 7))
+			for range rounds {
+				l, err := c.Lock(ctx, "stress", dlock.WithTTL(ttl))
+				if err != nil {
+					errs <- err
+					return
+				}
+				if inside.Add(1) != 1 {
+					overlaps.Add(1)
+				}
+				mu.Lock()
+				entries = append(entries, l.Token())
+				mu.Unlock()
+				// A third of the sections last longer than the TTL.
+				work := time.Duration(rng.IntN(int(2 * ttl)))
+				select {
+				case <-time.After(work):
+				case <-l.Done():
+					errs <- l.Err()
+				}
+				inside.Add(-1)
+				if err := l.Unlock(context.Background()); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Errorf("worker: %v", err)
+	}
+	if n := overlaps.Load(); n != 0 {
+		t.Fatalf("%d overlapping critical sections", n)
+	}
+	if len(entries) != workers*rounds {
+		t.Fatalf("%d entries, want %d", len(entries), workers*rounds)
+	}
+	for i := 1; i < len(entries); i++ {
+		if entries[i] <= entries[i-1] {
+			t.Fatalf("entry %d has token %d after %d", i, entries[i], entries[i-1])
+		}
+	}
+}
