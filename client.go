@@ -37,7 +37,10 @@ type Client struct {
 
 	closeOnce sync.Once
 	closed    chan struct{}
-	wg        sync.WaitGroup // background goroutines (best-effort releases)
+
+	bgMu      sync.Mutex
+	bgStopped bool           // set by Close before it waits for bg
+	bg        sync.WaitGroup // best-effort releases running detached
 }
 
 // New returns a Client using drv. The Client does not own drv's underlying
@@ -168,16 +171,27 @@ func (c *Client) attempt(ctx context.Context, req driver.AcquireRequest, lc lock
 
 // releaseInBackground releases an acquisition nobody will use. It runs
 // detached from the caller's context (which may be what just failed) and is
-// bounded in time; Close waits for it.
+// bounded in time; Close waits for it, and once Close is waiting it runs
+// inline so that no goroutine outlives the Client.
 func (c *Client) releaseInBackground(key, id string) {
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
+	release := func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		if _, err := c.drv.Release(ctx, driver.ReleaseRequest{Key: key, ID: id}); err != nil {
 			c.cfg.logger.Debug("dlock: best-effort release failed", "key", key, "err", err)
 		}
+	}
+	c.bgMu.Lock()
+	if c.bgStopped {
+		c.bgMu.Unlock()
+		release()
+		return
+	}
+	c.bg.Add(1)
+	c.bgMu.Unlock()
+	go func() {
+		defer c.bg.Done()
+		release()
 	}()
 }
 
@@ -204,7 +218,10 @@ func (c *Client) Close() error {
 			c.releaseInBackground(l.key, l.id)
 		}
 		err = c.waits.close()
-		c.wg.Wait()
+		c.bgMu.Lock()
+		c.bgStopped = true
+		c.bgMu.Unlock()
+		c.bg.Wait()
 	})
 	return err
 }

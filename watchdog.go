@@ -181,6 +181,9 @@ func (w *watchdog) tick(ctx context.Context) time.Duration {
 		if l.end(ErrLockLost) {
 			w.c.cfg.logger.Warn("dlock: lock lost: validity deadline passed without a successful renewal",
 				"key", l.key, "token", l.token)
+			// The store may still hold the key for us (a renewal that
+			// landed but whose reply did not): free it for the others.
+			w.c.releaseInBackground(l.key, l.id)
 		}
 	}
 	for len(due) > 0 {

@@ -1,0 +1,99 @@
+package dlock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/dlockio/dlock"
+	"github.com/dlockio/dlock/internal/redistest"
+	"github.com/dlockio/dlock/redisdriver"
+	"github.com/redis/go-redis/v9"
+)
+
+func newClusterLocker(t *testing.T, nodes []*redistest.Server) (*dlock.Client, *redisdriver.Driver) {
+	t.Helper()
+	addrs := make([]string, len(nodes))
+	for i, n := range nodes {
+		addrs[i] = n.Addr()
+	}
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
+	t.Cleanup(func() { _ = rdb.Close() })
+	drv, err := redisdriver.New(rdb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := dlock.New(drv, dlock.WithLogger(quietLogger()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c, drv
+}
+
+// On a 3-node Cluster: exclusion, renewal of leases spread over many slots
+// (grouped per slot in one pipeline), waiting woken across nodes, listing
+// across masters.
+func TestCluster(t *testing.T) {
+	nodes := redistest.StartCluster(t, 3)
+	a, drv := newClusterLocker(t, nodes)
+	b, _ := newClusterLocker(t, nodes)
+	ctx := ctxTimeout(t, 30*time.Second)
+	const ttl = 150 * time.Millisecond
+
+	var leases []*dlock.Lease
+	for i := range 40 {
+		key := fmt.Sprintf("order:%d", i)
+		l, err := a.TryLock(ctx, key, dlock.WithTTL(ttl))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.TryLock(ctx, key); !errors.Is(err, dlock.ErrNotAcquired) {
+			t.Fatalf("%s: second TryLock: %v", key, err)
+		}
+		leases = append(leases, l)
+	}
+	// Several renewal rounds must keep all of them.
+	select {
+	case <-time.After(5 * ttl):
+	case <-leases[0].Done():
+	}
+	for _, l := range leases {
+		if l.Err() != nil {
+			t.Fatalf("%s lost on cluster: %v", l.Key(), l.Err())
+		}
+	}
+	infos, err := drv.List(ctx, "order:")
+	if err != nil || len(infos) != len(leases) {
+		t.Fatalf("List: %d locks, err %v; want %d", len(infos), err, len(leases))
+	}
+
+	// A waiter in b is woken by a's release, whichever nodes the lock and
+	// the pub/sub connection live on.
+	for _, l := range leases[:5] {
+		got := make(chan error, 1)
+		go func() {
+			l2, err := b.Lock(ctx, l.Key(), dlock.WithTTL(30*time.Second))
+			if err == nil {
+				err = l2.Unlock(ctx)
+			}
+			got <- err
+		}()
+		if err := l.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-got; err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, l := range leases[5:] {
+		if err := l.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if infos, _ := drv.List(context.Background(), ""); len(infos) != 0 {
+		t.Fatalf("%d locks left", len(infos))
+	}
+}
