@@ -74,8 +74,8 @@ func WithOwnerMeta(text string) Option {
 }
 
 // WithRenewRetryDelay sets how soon a renewal that failed with a backend
-// error is retried (never later than the lease's deadline). Default
-// DefaultRetryDelay.
+// error is retried: after d or TTL/6, whichever is shorter, and never later
+// than the lease's deadline. Default DefaultRetryDelay.
 func WithRenewRetryDelay(d time.Duration) Option {
 	return func(c *clientConfig) error {
 		if d <= 0 {

@@ -161,9 +161,14 @@ func (w *watchdog) tick(ctx context.Context) time.Duration {
 			lost = append(lost, l)
 			continue
 		}
-		// Renew a little early (within 1/8 of the interval) so leases taken
-		// close together share one batch instead of one call each.
-		if st.inflight || st.next.IsZero() || st.next.Sub(now) > l.ttl/24 {
+		if st.inflight || st.next.IsZero() {
+			break
+		}
+		// A batch starts only when a renewal is actually due, and then takes
+		// along every lease due within 1/8 of its interval: leases taken
+		// over time are renewed in few large calls, not a stream of small
+		// ones.
+		if len(due) == 0 && st.next.After(now) || st.next.Sub(now) > l.ttl/24 {
 			break
 		}
 		st.inflight = true
@@ -232,7 +237,8 @@ func (w *watchdog) apply(r renewal) {
 		st.inflight = false
 		switch {
 		case r.err != nil:
-			st.next = minTime(now.Add(w.c.cfg.retryDelay), st.deadline)
+			// Short TTLs need their retries inside the validity window.
+			st.next = minTime(now.Add(min(w.c.cfg.retryDelay, l.ttl/6)), st.deadline)
 		case r.held[i]:
 			st.deadline = r.sent.Add(l.ttl - Drift(l.ttl))
 			st.next = r.sent.Add(l.ttl / 3)
