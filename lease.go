@@ -2,6 +2,7 @@ package dlock
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -96,6 +97,10 @@ func (l *Lease) Unlock(ctx context.Context) error {
 		l.mu.Unlock()
 		return err
 	}
+	// A lease that was already lost answers ErrNotHeld even if the store
+	// still had the key (lost at the deadline, just before expiry): the
+	// holder stopped holding it then. The release below still cleans up.
+	wasLost := errors.Is(l.err, ErrLockLost)
 	l.mu.Unlock()
 
 	l.c.watchdog.remove(l)
@@ -109,7 +114,7 @@ func (l *Lease) Unlock(ctx context.Context) error {
 		return wrapBackend("unlock", l.key, err)
 	}
 	var answer error
-	if res == driver.NotHeld {
+	if res == driver.NotHeld || wasLost {
 		answer = ErrNotHeld
 	}
 	l.mu.Lock()
