@@ -47,6 +47,9 @@ func (s *Server) launch() (*process, error) {
 		"--daemonize", "no",
 	}
 	args = append(args, s.args...)
+	if s.conf != "" {
+		args = append([]string{s.conf}, args...)
+	}
 
 	logf, err := os.OpenFile(s.logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 	if err != nil {

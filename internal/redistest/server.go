@@ -30,6 +30,14 @@ type Option func(*config)
 
 type config struct {
 	args []string
+	conf string
+}
+
+// WithConfigFile writes contents to a redis.conf in the server's directory
+// and starts redis-server with it (needed for Sentinel, which rewrites its
+// configuration file).
+func WithConfigFile(contents string) Option {
+	return func(c *config) { c.conf = contents }
 }
 
 // WithArgs appends extra command-line arguments for redis-server, for example
@@ -53,6 +61,7 @@ type Server struct {
 	dir     string
 	logPath string
 	args    []string
+	conf    string // config file path, first argument when set
 
 	mu   sync.Mutex
 	proc *process // nil when no process is running
@@ -83,6 +92,12 @@ func Start(t testing.TB, opts ...Option) *Server {
 		dir:     dir,
 		logPath: filepath.Join(dir, "redis.log"),
 		args:    cfg.args,
+	}
+	if cfg.conf != "" {
+		s.conf = filepath.Join(dir, "redis.conf")
+		if err := os.WriteFile(s.conf, []byte(cfg.conf), 0o644); err != nil {
+			t.Fatalf("redistest: writing config: %v", err)
+		}
 	}
 	t.Cleanup(s.cleanup)
 
