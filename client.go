@@ -120,12 +120,15 @@ func (c *Client) prepare(ctx context.Context, key string, opts []LockOption) (dr
 			return driver.AcquireRequest{}, lc, err
 		}
 	}
-	// The store counts whole milliseconds; round up so the store never
-	// holds the lock for less than the validity we compute from lc.ttl.
+	// The store counts whole milliseconds: round up, so that the TTL the
+	// store applies is exactly the one the validity deadline assumes.
 	lc.ttl = (lc.ttl + time.Millisecond - 1).Truncate(time.Millisecond)
 	meta := c.cfg.meta
 	if lc.meta != nil {
 		meta = *lc.meta
+	}
+	if len(meta) > MaxMetaLen {
+		return driver.AcquireRequest{}, lc, fmt.Errorf("%w: owner meta of %d bytes, more than %d", ErrInvalidArgument, len(meta), MaxMetaLen)
 	}
 	return driver.AcquireRequest{
 		Key:   key,

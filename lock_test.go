@@ -99,6 +99,7 @@ func TestInvalidInput(t *testing.T) {
 		{"tiny ttl", "k", []dlock.LockOption{dlock.WithTTL(time.Millisecond)}, dlock.ErrInvalidTTL},
 		{"negative ttl", "k", []dlock.LockOption{dlock.WithTTL(-time.Second)}, dlock.ErrInvalidTTL},
 		{"nil option", "k", []dlock.LockOption{nil}, dlock.ErrInvalidArgument},
+		{"huge meta", "k", []dlock.LockOption{dlock.WithMeta(strings.Repeat("m", dlock.MaxMetaLen+1))}, dlock.ErrInvalidArgument},
 	}
 	for _, tc := range cases {
 		for _, call := range []func(context.Context, string, ...dlock.LockOption) (*dlock.Lease, error){c.TryLock, c.Lock} {

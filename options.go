@@ -20,6 +20,8 @@ const (
 	// MaxKeyLen bounds lock names: a longer name is a bug (a payload used as a
 	// key), and every renewal would carry it.
 	MaxKeyLen = 1024
+	// MaxMetaLen bounds the owner meta text stored with every lock.
+	MaxMetaLen = 1024
 	// DefaultRetryDelay is how soon a failed renewal is retried: fast enough
 	// for several attempts inside TTL/3 of the default TTL, slow enough not to
 	// hammer a store that is failing over.
