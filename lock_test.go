@@ -208,3 +208,40 @@ func TestCloseReleasesLeasesAndStopsWaiters(t *testing.T) {
 		t.Fatalf("%d lock keys left after Close", n)
 	}
 }
+
+// Unlock whose reply is lost (the release ran in Redis, the client timed
+// out) must answer nil when retried — not ErrNotHeld.
+func TestUnlockRetryAfterLostReply(t *testing.T) {
+	srv := redistest.Start(t)
+	proxy := redistest.NewProxy(t, srv.Addr())
+	c := newLocker(t, proxy.Addr())
+	ctx := ctxTimeout(t, 20*time.Second)
+	// Load the scripts first, so the delayed reply below is the release's
+	// own and not a NOSCRIPT that stops the release from being sent.
+	warm, err := c.TryLock(ctx, "warm-up")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = warm.Unlock(ctx)
+	l, err := c.TryLock(ctx, "lost-reply")
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy.SetLatency(time.Second) // requests arrive, replies are late
+	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	err = l.Unlock(short)
+	cancel()
+	if err == nil {
+		t.Fatal("Unlock succeeded despite the delayed reply")
+	}
+	if lockValue(t, srv.Client(t), "lost-reply") != "" {
+		t.Fatal("the release did not reach Redis: the scenario did not happen")
+	}
+	proxy.SetLatency(0)
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatalf("retried Unlock: %v, want nil", err)
+	}
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatalf("third Unlock: %v, want nil", err)
+	}
+}
