@@ -2,6 +2,7 @@ package redisdriver
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -15,6 +16,8 @@ import (
 // that is down never makes Lock hang in Add.
 const confirmTimeout = 3 * time.Second
 
+var errWatcherClosed = errors.New("release watcher closed")
+
 // watcher is a client's one pub/sub connection, subscribed to the release
 // channel of every key some local waiter is waiting for. In Cluster mode
 // PUBLISH reaches every node, so one connection on any node hears all.
@@ -22,11 +25,24 @@ type watcher struct {
 	d         *Driver
 	onRelease func(string)
 
-	mu      sync.Mutex
-	ps      *redis.PubSub              // opened by the first Add
-	pending map[string][]chan struct{} // channel -> Adds awaiting confirmation
-	closed  bool
-	done    chan struct{} // closed when the reader goroutine exits
+	// mu is held while SUBSCRIBE/UNSUBSCRIBE are written, so the order of
+	// commands on the wire is the order of the decisions below.
+	mu     sync.Mutex
+	ps     *redis.PubSub // opened by the first Add
+	subs   map[string]*subscription
+	closed bool
+	done   chan struct{} // closed when the reader goroutine exits
+}
+
+// subscription tracks one channel. Add and Remove are reference counted so
+// that a Remove racing an Add for the same key never unsubscribes a waiter
+// that just subscribed; unconfirmed counts SUBSCRIBEs whose confirmation
+// has not arrived, so a late confirmation of an earlier subscription is not
+// mistaken for the current one.
+type subscription struct {
+	refs        int
+	unconfirmed int
+	ready       chan struct{} // closed when refs > 0 and nothing is unconfirmed
 }
 
 // Watch implements driver.Driver.
@@ -34,72 +50,71 @@ func (d *Driver) Watch(onRelease func(key string)) (driver.Watcher, error) {
 	if onRelease == nil {
 		return nil, fmt.Errorf("%w: nil release callback", driver.ErrInvalid)
 	}
-	return &watcher{d: d, onRelease: onRelease, pending: make(map[string][]chan struct{})}, nil
+	return &watcher{d: d, onRelease: onRelease, subs: make(map[string]*subscription)}, nil
 }
 
 func (w *watcher) Add(ctx context.Context, key string) error {
 	ch := w.d.channel(key)
-	confirmed := make(chan struct{})
 	w.mu.Lock()
 	if w.closed {
 		w.mu.Unlock()
-		return fmt.Errorf("watcher closed")
+		return errWatcherClosed
 	}
-	w.pending[ch] = append(w.pending[ch], confirmed)
+	s := w.subs[ch]
+	if s == nil {
+		s = &subscription{ready: make(chan struct{})}
+		w.subs[ch] = s
+	}
+	s.refs++
 	var err error
-	if w.ps == nil {
-		// go-redis only writes SUBSCRIBE here; the confirmation arrives on
-		// the message stream read below.
-		w.ps = w.d.rdb.Subscribe(ctx, ch)
-		w.done = make(chan struct{})
-		go w.read(w.ps.ChannelWithSubscriptions(redis.WithChannelSize(1024)))
-	} else {
-		err = w.ps.Subscribe(ctx, ch)
+	if s.refs == 1 {
+		s.unconfirmed++
+		if s.unconfirmed == 1 {
+			s.ready = make(chan struct{})
+		}
+		if w.ps == nil {
+			// go-redis only writes SUBSCRIBE here; the confirmation arrives
+			// on the message stream read below.
+			w.ps = w.d.rdb.Subscribe(ctx, ch)
+			w.done = make(chan struct{})
+			go w.read(w.ps.ChannelWithSubscriptions(redis.WithChannelSize(1024)))
+		} else {
+			err = w.ps.Subscribe(ctx, ch)
+		}
 	}
+	ready := s.ready
 	w.mu.Unlock()
 	if err != nil {
-		w.dropPending(ch, confirmed)
 		return err
 	}
 	timer := time.NewTimer(confirmTimeout)
 	defer timer.Stop()
 	select {
-	case <-confirmed:
+	case <-ready:
 		return nil
 	case <-timer.C:
-		w.dropPending(ch, confirmed)
 		return fmt.Errorf("subscription to %q not confirmed within %v", ch, confirmTimeout)
 	case <-ctx.Done():
-		w.dropPending(ch, confirmed)
 		return ctx.Err()
 	}
 }
 
-func (w *watcher) dropPending(ch string, c chan struct{}) {
+func (w *watcher) Remove(ctx context.Context, key string) error {
+	ch := w.d.channel(key)
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	list := w.pending[ch]
-	for i, x := range list {
-		if x == c {
-			list = append(list[:i], list[i+1:]...)
-			break
-		}
-	}
-	if len(list) == 0 {
-		delete(w.pending, ch)
-	} else {
-		w.pending[ch] = list
-	}
-}
-
-func (w *watcher) Remove(ctx context.Context, key string) error {
-	w.mu.Lock()
-	ps := w.ps
-	w.mu.Unlock()
-	if ps == nil {
+	s := w.subs[ch]
+	if s == nil || s.refs == 0 || w.closed {
 		return nil
 	}
-	return ps.Unsubscribe(ctx, w.d.channel(key))
+	s.refs--
+	if s.refs > 0 {
+		return nil
+	}
+	if s.unconfirmed == 0 {
+		delete(w.subs, ch)
+	}
+	return w.ps.Unsubscribe(ctx, ch)
 }
 
 func (w *watcher) Close() error {
@@ -125,15 +140,27 @@ func (w *watcher) read(msgs <-chan any) {
 				w.onRelease(name)
 			}
 		case *redis.Subscription:
-			if m.Kind != "subscribe" {
-				continue
+			if m.Kind == "subscribe" {
+				w.confirmed(m.Channel)
 			}
-			w.mu.Lock()
-			for _, c := range w.pending[m.Channel] {
-				close(c)
-			}
-			delete(w.pending, m.Channel)
-			w.mu.Unlock()
 		}
 	}
+}
+
+func (w *watcher) confirmed(ch string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	s := w.subs[ch]
+	if s == nil || s.unconfirmed == 0 {
+		return // a resubscription after reconnect, or a stale channel
+	}
+	s.unconfirmed--
+	if s.unconfirmed > 0 {
+		return
+	}
+	if s.refs == 0 {
+		delete(w.subs, ch)
+		return
+	}
+	close(s.ready)
 }
