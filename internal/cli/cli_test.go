@@ -1,0 +1,88 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/dlockio/dlock"
+)
+
+func TestExitCode(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want int
+	}{
+		{nil, ExitOK},
+		{fmt.Errorf("lock: %w", dlock.ErrInvalidKey), ExitUsage},
+		{fmt.Errorf("lock: %w", dlock.ErrInvalidTTL), ExitUsage},
+		{backendError("status", errors.New("connection refused")), ExitUnavailable},
+		{fmt.Errorf("%w: %q", dlock.ErrNotAcquired, "k"), ExitNotAcquired},
+		{dlock.ErrLockLost, ExitLockLost},
+		{&exitError{code: 3, quiet: true}, 3},
+		{errors.New("surprise"), ExitSoftware},
+	} {
+		if got := exitCode(tc.err); got != tc.want {
+			t.Errorf("exitCode(%v) = %d, want %d", tc.err, got, tc.want)
+		}
+	}
+}
+
+func run(args ...string) (int, string, string) {
+	var stdout, stderr bytes.Buffer
+	env := Env{Stdout: &stdout, Stderr: &stderr, Getenv: func(string) string { return "" }}
+	code := Main(context.Background(), args, env)
+	return code, stdout.String(), stderr.String()
+}
+
+func TestMainHelpListsCommands(t *testing.T) {
+	code, stdout, stderr := run("--help")
+	if code != 0 || stderr != "" {
+		t.Fatalf("status %d, stderr %q", code, stderr)
+	}
+	for _, c := range commands() {
+		if !strings.Contains(stdout, "  "+c.name+" ") {
+			t.Errorf("help does not list %q", c.name)
+		}
+	}
+	for _, s := range []string{"redis+sentinel://", "redis+cluster://", "rediss://", "DLOCK_REDIS", "76"} {
+		if !strings.Contains(stdout, s) {
+			t.Errorf("help does not mention %s", s)
+		}
+	}
+}
+
+func TestMainUsageErrorIsOneLine(t *testing.T) {
+	for _, args := range [][]string{{}, {"frobnicate"}, {"run", "--ttl"}, {"status", "--json"}} {
+		code, _, stderr := run(args...)
+		if code != ExitUsage || strings.Count(stderr, "\n") != 1 {
+			t.Errorf("%v: status %d, stderr %q", args, code, stderr)
+		}
+	}
+}
+
+func TestRedisFlagAnywhere(t *testing.T) {
+	// An unparsable URL is a usage error whether given before or after
+	// the command, and the environment supplies the default.
+	for _, args := range [][]string{
+		{"--redis", "bogus", "status", "k"},
+		{"status", "--redis", "bogus", "k"},
+	} {
+		if code, _, stderr := run(args...); code != ExitUsage || !strings.Contains(stderr, "invalid redis URL") {
+			t.Errorf("%v: status %d, stderr %q", args, code, stderr)
+		}
+	}
+	var stderr bytes.Buffer
+	env := Env{Stdout: &bytes.Buffer{}, Stderr: &stderr, Getenv: func(k string) string {
+		if k == "DLOCK_REDIS" {
+			return "ftp://nope"
+		}
+		return ""
+	}}
+	if code := Main(context.Background(), []string{"list"}, env); code != ExitUsage || !strings.Contains(stderr.String(), "ftp://nope") {
+		t.Errorf("DLOCK_REDIS not used: status %d, stderr %q", code, stderr.String())
+	}
+}

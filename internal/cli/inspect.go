@@ -1,0 +1,275 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/dlockio/dlock"
+	"github.com/dlockio/dlock/driver"
+	"github.com/dlockio/dlock/redisdriver"
+)
+
+// inspector is what status, list and unlock need from the driver.
+type inspector = driver.Inspector
+
+// inspectTimeout bounds an operator command against a store that hangs.
+const inspectTimeout = 10 * time.Second
+
+const statusUsage = `Usage: dlock status [--json] KEY
+
+Shows who holds the lock KEY: its fencing token, the holder's host, pid and
+meta text, how long it has been held and how long its TTL has left.
+Exit status 0 when held, 1 when free.
+` + jsonHelp
+
+const listUsage = `Usage: dlock list [--json] [PREFIX]
+
+Lists every held lock whose name starts with PREFIX (all when omitted).
+` + jsonHelp
+
+const jsonHelp = `
+--json prints one object per lock (list: an array of them, [] when none):
+  key          lock name
+  held         true when held (status of a free lock: {"key": ..., "held": false})
+  token        fencing token (integer, below 2^53)
+  host, pid    the holder's host name and process id
+  meta         the holder's free text ("" when none)
+  since        acquisition time, RFC 3339 in UTC, by the Redis server's clock
+  held_ms      milliseconds since acquisition
+  ttl_ms       milliseconds left before the lock expires unless renewed
+`
+
+const unlockUsage = `Usage: dlock unlock --force KEY
+
+Breaks the lock KEY whoever holds it and prints the broken holder's fencing
+token. The holder finds out at its next renewal (within a third of its TTL):
+its lease ends as lost, and a 'dlock run' holding it terminates its command
+and exits 76. Exit status 1 when the lock was free.
+`
+
+// lockJSON is the stable JSON form of a lock; see jsonHelp.
+type lockJSON struct {
+	Key    string `json:"key"`
+	Held   bool   `json:"held"`
+	Token  uint64 `json:"token"`
+	Host   string `json:"host"`
+	PID    int    `json:"pid"`
+	Meta   string `json:"meta"`
+	Since  string `json:"since"`
+	HeldMS int64  `json:"held_ms"`
+	TTLMS  int64  `json:"ttl_ms"`
+}
+
+// freeJSON is a free lock: only key and held, so no field pretends to be
+// a holder's.
+type freeJSON struct {
+	Key  string `json:"key"`
+	Held bool   `json:"held"`
+}
+
+func toJSON(info driver.LockInfo, now time.Time) lockJSON {
+	return lockJSON{
+		Key: info.Key, Held: true, Token: info.Token,
+		Host: info.Owner.Host, PID: info.Owner.PID, Meta: info.Owner.Meta,
+		Since:  info.Since.UTC().Format("2006-01-02T15:04:05.000Z07:00"),
+		HeldMS: max(now.Sub(info.Since), 0).Milliseconds(),
+		TTLMS:  info.TTL.Milliseconds(),
+	}
+}
+
+// openInspector connects to --redis; close it when done.
+func (s *session) openInspector() (inspector, func(), error) {
+	target, err := s.target()
+	if err != nil {
+		return nil, nil, err
+	}
+	rdb := target.NewClient(nil)
+	drv, err := redisdriver.New(rdb)
+	if err != nil {
+		_ = rdb.Close()
+		return nil, nil, err
+	}
+	return drv, func() { _ = rdb.Close() }, nil
+}
+
+// backendError makes a driver error match dlock.ErrBackend (the Inspector
+// methods return the driver's errors unwrapped).
+func backendError(op string, err error) error {
+	return fmt.Errorf("%w: %s: %w", dlock.ErrBackend, op, err)
+}
+
+// checkKeyArg rejects names no lock can have, before any round trip.
+func checkKeyArg(key string) error {
+	switch {
+	case key == "":
+		return usageErrorf("empty KEY")
+	case len(key) > dlock.MaxKeyLen:
+		return usageErrorf("KEY longer than %d bytes", dlock.MaxKeyLen)
+	}
+	return nil
+}
+
+func statusCommand(ctx context.Context, s *session, args []string) error {
+	fs := s.flagSet(statusUsage)
+	asJSON := fs.Bool("json", false, "print JSON (fields: see above)")
+	if err := s.parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return usageErrorf("want exactly one KEY, got %d arguments (see dlock status --help)", fs.NArg())
+	}
+	key := fs.Arg(0)
+	if err := checkKeyArg(key); err != nil {
+		return err
+	}
+	insp, closeFn, err := s.openInspector()
+	if err != nil {
+		return err
+	}
+	defer closeFn()
+	ctx, cancel := context.WithTimeout(ctx, inspectTimeout)
+	defer cancel()
+	info, held, err := insp.Inspect(ctx, key)
+	if err != nil {
+		return backendError("status", err)
+	}
+	now := time.Now()
+	if *asJSON {
+		var v any = freeJSON{Key: key}
+		if held {
+			v = toJSON(info, now)
+		}
+		if err := writeJSON(s.env.Stdout, v); err != nil {
+			return err
+		}
+	} else if held {
+		j := toJSON(info, now)
+		tw := tabwriter.NewWriter(s.env.Stdout, 0, 0, 2, ' ', 0)
+		fmt.Fprintf(tw, "key:\t%s\n", key)
+		fmt.Fprintf(tw, "token:\t%d\n", info.Token)
+		fmt.Fprintf(tw, "holder:\t%s pid %d\n", info.Owner.Host, info.Owner.PID)
+		fmt.Fprintf(tw, "meta:\t%s\n", info.Owner.Meta)
+		fmt.Fprintf(tw, "since:\t%s (held %s)\n", j.Since, roundDur(time.Duration(j.HeldMS)*time.Millisecond))
+		fmt.Fprintf(tw, "ttl left:\t%s\n", roundDur(info.TTL))
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	if !held {
+		return &exitError{code: ExitNotHeld, err: fmt.Errorf("lock %q is not held", key)}
+	}
+	return nil
+}
+
+func listCommand(ctx context.Context, s *session, args []string) error {
+	fs := s.flagSet(listUsage)
+	asJSON := fs.Bool("json", false, "print a JSON array (fields: see above)")
+	if err := s.parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 1 {
+		return usageErrorf("want at most one PREFIX, got %d arguments (see dlock list --help)", fs.NArg())
+	}
+	insp, closeFn, err := s.openInspector()
+	if err != nil {
+		return err
+	}
+	defer closeFn()
+	ctx, cancel := context.WithTimeout(ctx, inspectTimeout)
+	defer cancel()
+	infos, err := insp.List(ctx, fs.Arg(0))
+	if err != nil {
+		return backendError("list", err)
+	}
+	sort.Slice(infos, func(i, j int) bool { return infos[i].Key < infos[j].Key })
+	now := time.Now()
+	out := make([]lockJSON, len(infos))
+	for i, info := range infos {
+		out[i] = toJSON(info, now)
+	}
+	if *asJSON {
+		return writeJSON(s.env.Stdout, out)
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	tw := tabwriter.NewWriter(s.env.Stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "KEY\tTOKEN\tHOST\tPID\tHELD\tTTL\tMETA")
+	for _, j := range out {
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%s\t%s\t%s\n", j.Key, j.Token, j.Host, j.PID,
+			roundDur(time.Duration(j.HeldMS)*time.Millisecond), roundDur(time.Duration(j.TTLMS)*time.Millisecond), oneLine(j.Meta))
+	}
+	return tw.Flush()
+}
+
+func unlockCommand(ctx context.Context, s *session, args []string) error {
+	fs := s.flagSet(unlockUsage)
+	force := fs.Bool("force", false, "required: confirms breaking a lock that someone else holds")
+	if err := s.parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return usageErrorf("want exactly one KEY, got %d arguments (see dlock unlock --help)", fs.NArg())
+	}
+	if !*force {
+		return usageErrorf("refusing to break a lock without --force")
+	}
+	key := fs.Arg(0)
+	if err := checkKeyArg(key); err != nil {
+		return err
+	}
+	insp, closeFn, err := s.openInspector()
+	if err != nil {
+		return err
+	}
+	defer closeFn()
+	ctx, cancel := context.WithTimeout(ctx, inspectTimeout)
+	defer cancel()
+	token, held, err := insp.ForceRelease(ctx, key)
+	if err != nil {
+		return backendError("unlock", err)
+	}
+	if !held {
+		return &exitError{code: ExitNotHeld, err: fmt.Errorf("lock %q is not held", key)}
+	}
+	_, err = fmt.Fprintln(s.env.Stdout, token)
+	return err
+}
+
+// holderSummary describes the current holder for a "not acquired"
+// message; empty when it cannot be had quickly.
+func holderSummary(ctx context.Context, insp inspector, key string) string {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	info, held, err := insp.Inspect(ctx, key)
+	if err != nil || !held {
+		return ""
+	}
+	return fmt.Sprintf(" (holder: %s pid %d, token %d, ttl left %s)",
+		info.Owner.Host, info.Owner.PID, info.Token, roundDur(info.TTL))
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		return errors.Join(errors.New("writing JSON"), err)
+	}
+	return nil
+}
+
+func roundDur(d time.Duration) time.Duration {
+	if d > time.Minute {
+		return d.Round(time.Second)
+	}
+	return d.Round(time.Millisecond)
+}
+
+func oneLine(s string) string { return strings.ReplaceAll(s, "\n", " ") }

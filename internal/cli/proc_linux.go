@@ -1,0 +1,30 @@
+//go:build linux
+
+package cli
+
+import "syscall"
+
+// prSetChildSubreaper is PR_SET_CHILD_SUBREAPER from <linux/prctl.h>.
+const prSetChildSubreaper = 36
+
+// adoptOrphans makes processes orphaned from now on (the command's
+// children, once a terminated shell is gone) children of dlock rather than
+// of init. dlock can then reap them itself the moment they die, instead of
+// seeing their zombies in the group until an init gets round to it — or
+// forever, where no init reaps (dlock as PID 1 in a container).
+func adoptOrphans() {
+	_, _, _ = syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0)
+}
+
+// reapOrphans collects adopted children that have exited. It must only run
+// after the command itself has been waited for, or it could take the
+// command's exit status from os/exec.
+func reapOrphans() {
+	for {
+		var ws syscall.WaitStatus
+		pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil)
+		if pid <= 0 || err != nil {
+			return
+		}
+	}
+}

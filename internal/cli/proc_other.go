@@ -1,0 +1,38 @@
+//go:build !unix
+
+package cli
+
+import (
+	"os"
+	"os/exec"
+	"os/signal"
+)
+
+// Without process groups, signals reach the command itself only.
+var (
+	sigTERM = os.Interrupt
+	sigKILL = os.Kill
+)
+
+func notifySignals() chan os.Signal {
+	c := make(chan os.Signal, 8)
+	signal.Notify(c, os.Interrupt)
+	return c
+}
+
+func stopSignals(c chan os.Signal) { signal.Stop(c) }
+
+func setProcessGroup(*exec.Cmd) {}
+
+// signalGroup can only reach the command itself here; see setProcessGroup.
+func signalGroup(pid int, sig os.Signal) {
+	if p, err := os.FindProcess(pid); err == nil {
+		_ = p.Signal(sig)
+	}
+}
+
+func groupAlive(int) bool { return false }
+
+func terminatingSignal(*os.ProcessState) (int, bool) { return 0, false }
+
+func signalNumber(os.Signal) int { return 2 }

@@ -1,0 +1,321 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/dlockio/dlock"
+	"github.com/dlockio/dlock/redisdriver"
+)
+
+const runUsage = `Usage: dlock run [--ttl D] [--wait D] [--grace D] [--meta TEXT] KEY -- COMMAND [ARGS...]
+
+Acquires the lock KEY, runs COMMAND with DLOCK_KEY and DLOCK_TOKEN (the
+fencing token, decimal) added to its environment, keeps the lock renewed
+while COMMAND runs, and releases it when COMMAND exits.
+
+COMMAND runs in its own process group. SIGINT, SIGTERM and SIGHUP sent to
+dlock are forwarded to that group; the lock is released once COMMAND exits.
+(Being outside the terminal's foreground group, COMMAND cannot read from a
+terminal; Ctrl-C still reaches it through dlock.) A signal that arrives
+while dlock waits for the lock ends the wait with status 128+N.
+If the lock is lost while COMMAND runs (it expired during a network outage,
+or an operator ran 'dlock unlock --force'), the whole group gets SIGTERM at
+once and SIGKILL after --grace, and dlock exits 76.
+
+Exit status: COMMAND's own (128+N if it died by signal N) when it ran to the
+end under the lock; 64 usage error; 69 Redis unreachable; 75 not acquired
+within --wait; 76 lock lost while COMMAND ran; 126/127 COMMAND could not be
+executed / was not found.
+`
+
+// runGrace is the default time between SIGTERM and SIGKILL after a loss.
+const runGrace = 5 * time.Second
+
+// releaseTimeout bounds the final Unlock: a store that does not answer
+// only delays others until the TTL runs out.
+const releaseTimeout = 5 * time.Second
+
+func runCommand(ctx context.Context, s *session, args []string) error {
+	fs := s.flagSet(runUsage)
+	ttl := fs.Duration("ttl", dlock.DefaultTTL, "lock time-to-live; renewed every TTL/3 while COMMAND runs, it bounds how long a crashed dlock blocks others")
+	var wait optionalDuration
+	fs.Var(&wait, "wait", "give up after waiting this `long` for the lock (default: wait forever; 0: one attempt)")
+	grace := fs.Duration("grace", runGrace, "after a lost lock, time between SIGTERM and SIGKILL to COMMAND's process group")
+	meta := fs.String("meta", "", "free text stored with the lock for operators (default: the command line)")
+	verbose := fs.Bool("v", false, "log renewal failures to stderr")
+	if err := s.parse(fs, args); err != nil {
+		return err
+	}
+	rest := fs.Args()
+	if len(rest) == 0 {
+		return usageErrorf("missing KEY (see dlock run --help)")
+	}
+	key, argv := rest[0], rest[1:]
+	if len(argv) > 0 && argv[0] == "--" {
+		argv = argv[1:]
+	}
+	if len(argv) == 0 {
+		return usageErrorf("missing COMMAND after KEY (see dlock run --help)")
+	}
+	if *ttl <= 0 {
+		return usageErrorf("--ttl must be positive, got %v", *ttl)
+	}
+	if *grace < 0 || wait.d < 0 {
+		return usageErrorf("--grace and --wait must not be negative")
+	}
+	if !flagGiven(fs, "meta") {
+		*meta = defaultMeta(argv)
+	}
+	target, err := s.target()
+	if err != nil {
+		return err
+	}
+
+	rdb := target.NewClient(nil)
+	defer func() { _ = rdb.Close() }()
+	drv, err := redisdriver.New(rdb)
+	if err != nil {
+		return err
+	}
+	level := slog.LevelError + 1 // the lost-lock warning is reported once, as the exit message
+	if *verbose {
+		level = slog.LevelWarn
+	}
+	logger := slog.New(slog.NewTextHandler(s.env.Stderr, &slog.HandlerOptions{Level: level}))
+	client, err := dlock.New(drv, dlock.WithLogger(logger), dlock.WithOwnerMeta(*meta))
+	if err != nil {
+		return err
+	}
+	defer func() { _ = client.Close() }()
+
+	sigs := notifySignals()
+	defer stopSignals(sigs)
+
+	lease, err := acquire(ctx, client, key, *ttl, wait, sigs)
+	if err != nil {
+		return describeAcquireError(ctx, drv, key, wait, err)
+	}
+	return supervise(s.env, lease, argv, *grace, sigs)
+}
+
+// optionalDuration is a duration flag that remembers whether it was given.
+type optionalDuration struct {
+	d   time.Duration
+	set bool
+}
+
+func (o *optionalDuration) String() string {
+	if !o.set {
+		return ""
+	}
+	return o.d.String()
+}
+
+func (o *optionalDuration) Set(v string) error {
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return errors.New("invalid duration")
+	}
+	o.d, o.set = d, true
+	return nil
+}
+
+func flagGiven(fs *flag.FlagSet, name string) bool {
+	given := false
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == name })
+	return given
+}
+
+func defaultMeta(argv []string) string {
+	m := "dlock run: " + strings.Join(argv, " ")
+	if len(m) > 200 {
+		m = m[:197] + "..."
+	}
+	return m
+}
+
+// signalError is the cause of a wait cut short by a signal.
+type signalError struct{ sig os.Signal }
+
+func (e signalError) Error() string { return fmt.Sprintf("interrupted by %v", e.sig) }
+
+// acquire takes the lock, giving up after wait (one attempt for 0) or when
+// a signal arrives.
+func acquire(ctx context.Context, c *dlock.Client, key string, ttl time.Duration, wait optionalDuration, sigs <-chan os.Signal) (*dlock.Lease, error) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	type result struct {
+		lease *dlock.Lease
+		err   error
+	}
+	done := make(chan result, 1)
+	go func() {
+		var r result
+		switch {
+		case wait.set && wait.d == 0:
+			r.lease, r.err = c.TryLock(ctx, key, dlock.WithTTL(ttl))
+		case wait.set:
+			wctx, wcancel := context.WithTimeout(ctx, wait.d)
+			r.lease, r.err = c.Lock(wctx, key, dlock.WithTTL(ttl))
+			wcancel()
+		default:
+			r.lease, r.err = c.Lock(ctx, key, dlock.WithTTL(ttl))
+		}
+		done <- r
+	}()
+	select {
+	case r := <-done:
+		return r.lease, r.err
+	case sig := <-sigs:
+		cancel(signalError{sig})
+		r := <-done
+		if r.lease != nil { // acquired as the signal came: give it back
+			releaseLease(r.lease)
+		}
+		return nil, signalError{sig}
+	}
+}
+
+func describeAcquireError(ctx context.Context, insp inspector, key string, wait optionalDuration, err error) error {
+	var se signalError
+	switch {
+	case errors.As(err, &se):
+		return &exitError{code: 128 + signalNumber(se.sig), err: fmt.Errorf("%v while waiting for lock %q", se.sig, key)}
+	case errors.Is(err, dlock.ErrNotAcquired), wait.set && errors.Is(err, context.DeadlineExceeded):
+		why := "held by another owner"
+		if wait.d > 0 {
+			why = "still held after " + wait.d.String()
+		}
+		return &exitError{code: ExitNotAcquired, err: fmt.Errorf("lock %q not acquired: %s%s", key, why, holderSummary(ctx, insp, key))}
+	}
+	return err
+}
+
+// supervise runs argv under lease and decides the exit status.
+func supervise(env Env, lease *dlock.Lease, argv []string, grace time.Duration, sigs <-chan os.Signal) error {
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = env.Stdin, env.Stdout, env.Stderr
+	cmd.Env = append(os.Environ(),
+		"DLOCK_KEY="+lease.Key(),
+		"DLOCK_TOKEN="+strconv.FormatUint(lease.Token(), 10))
+	setProcessGroup(cmd)
+	if err := cmd.Start(); err != nil {
+		releaseLease(lease)
+		code := ExitCannotExec
+		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
+			code = ExitNotFound
+		}
+		return &exitError{code: code, err: fmt.Errorf("cannot run %s: %w", argv[0], err)}
+	}
+	pgid := cmd.Process.Pid
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+
+	leaseDone := lease.Done()
+	var kill *time.Timer
+	var killC <-chan time.Time
+	var killAt time.Time
+	var waitErr error
+	defer func() {
+		if kill != nil {
+			kill.Stop()
+		}
+	}()
+loop:
+	for {
+		select {
+		case sig := <-sigs:
+			signalGroup(pgid, sig)
+		case <-leaseDone:
+			// The lock is gone: another holder may start any moment, so
+			// the command must stop now, not when it is done.
+			leaseDone = nil
+			adoptOrphans()
+			signalGroup(pgid, sigTERM)
+			killAt = time.Now().Add(grace)
+			kill = time.NewTimer(grace)
+			killC = kill.C
+		case <-killC:
+			killC = nil
+			signalGroup(pgid, sigKILL)
+		case waitErr = <-exited:
+			break loop
+		}
+	}
+	status, statusErr := exitStatus(cmd, waitErr)
+	if statusErr != nil {
+		releaseLease(lease)
+		return statusErr
+	}
+	if lease.Err() != nil {
+		// Lost, possibly just as the command exited. Whatever the command
+		// left running in its group must not outlive the lock either.
+		if killAt.IsZero() {
+			adoptOrphans()
+			signalGroup(pgid, sigTERM)
+			killAt = time.Now().Add(grace)
+		}
+		reapGroup(pgid, killAt)
+		return lostError(lease, argv[0])
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
+	defer cancel()
+	switch err := lease.Unlock(ctx); {
+	case errors.Is(err, dlock.ErrNotHeld):
+		return &exitError{code: ExitLockLost, err: fmt.Errorf("lock %q (token %d) was lost before %s finished (found at release)",
+			lease.Key(), lease.Token(), argv[0])}
+	case err != nil:
+		fmt.Fprintf(env.Stderr, "dlock run: warning: releasing %q failed; it expires within its TTL: %v\n", lease.Key(), err)
+	}
+	if status != 0 {
+		return &exitError{code: status, quiet: true}
+	}
+	return nil
+}
+
+// reapGroup waits until the process group is empty, killing it at killAt.
+// Polling is the only portable way to see a group empty out once its
+// leader has been reaped.
+func reapGroup(pgid int, killAt time.Time) {
+	for reapOrphans(); groupAlive(pgid); reapOrphans() {
+		if !time.Now().Before(killAt) {
+			signalGroup(pgid, sigKILL)
+			time.Sleep(10 * time.Millisecond) // let adopted children die, then reap them
+			reapOrphans()
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func lostError(lease *dlock.Lease, name string) error {
+	return &exitError{code: ExitLockLost, err: fmt.Errorf("lock %q (token %d) was lost while %s ran; its process group was terminated",
+		lease.Key(), lease.Token(), name)}
+}
+
+// exitStatus converts cmd's end into a shell-style status.
+func exitStatus(cmd *exec.Cmd, waitErr error) (int, error) {
+	var ee *exec.ExitError
+	if waitErr != nil && !errors.As(waitErr, &ee) {
+		return 0, fmt.Errorf("waiting for the command: %w", waitErr)
+	}
+	if sig, ok := terminatingSignal(cmd.ProcessState); ok {
+		return 128 + sig, nil
+	}
+	return cmd.ProcessState.ExitCode(), nil
+}
+
+func releaseLease(l *dlock.Lease) {
+	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
+	defer cancel()
+	_ = l.Unlock(ctx)
+}
