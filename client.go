@@ -109,7 +109,7 @@ func (c *Client) prepare(ctx context.Context, key string, opts []LockOption) (dr
 	if ctx == nil {
 		return driver.AcquireRequest{}, lc, fmt.Errorf("%w: nil context", ErrInvalidArgument)
 	}
-	if err := checkKey(key); err != nil {
+	if err := CheckKey(key); err != nil {
 		return driver.AcquireRequest{}, lc, err
 	}
 	for _, o := range opts {

@@ -128,7 +128,10 @@ func checkTTL(ttl time.Duration) error {
 	return nil
 }
 
-func checkKey(key string) error {
+// CheckKey reports whether key can name a lock; the error matches
+// ErrInvalidKey. Lock and TryLock check keys themselves; tools that address
+// locks by name without taking them (inspection, forced release) use this.
+func CheckKey(key string) error {
 	switch {
 	case key == "":
 		return fmt.Errorf("%w: empty", ErrInvalidKey)

@@ -107,11 +107,8 @@ func backendError(op string, err error) error {
 
 // checkKeyArg rejects names no lock can have, before any round trip.
 func checkKeyArg(key string) error {
-	switch {
-	case key == "":
-		return usageErrorf("empty KEY")
-	case len(key) > dlock.MaxKeyLen:
-		return usageErrorf("KEY longer than %d bytes", dlock.MaxKeyLen)
+	if err := dlock.CheckKey(key); err != nil {
+		return &exitError{code: ExitUsage, err: err}
 	}
 	return nil
 }
