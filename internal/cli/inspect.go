@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"sort"
@@ -105,10 +106,32 @@ func backendError(op string, err error) error {
 	return fmt.Errorf("%w: %s: %w", dlock.ErrBackend, op, err)
 }
 
-// checkKeyArg rejects names no lock can have, before any round trip.
-func checkKeyArg(key string) error {
+// keyArg returns the command's one KEY argument, rejecting names no lock
+// can have before any round trip.
+func keyArg(fs *flag.FlagSet, cmd string) (string, error) {
+	if fs.NArg() != 1 {
+		return "", usageErrorf("want exactly one KEY, got %d arguments (see dlock %s --help)", fs.NArg(), cmd)
+	}
+	key := fs.Arg(0)
 	if err := dlock.CheckKey(key); err != nil {
-		return &exitError{code: ExitUsage, err: err}
+		return "", &exitError{code: ExitUsage, err: err}
+	}
+	return key, nil
+}
+
+// withInspector runs f against the session's store, bounded by
+// inspectTimeout. Errors from opening the store (a bad URL) come back as
+// they are; f's are store failures and match dlock.ErrBackend.
+func (s *session) withInspector(ctx context.Context, op string, f func(context.Context, inspector) error) error {
+	insp, closeFn, err := s.openInspector()
+	if err != nil {
+		return err
+	}
+	defer closeFn()
+	ctx, cancel := context.WithTimeout(ctx, inspectTimeout)
+	defer cancel()
+	if err := f(ctx, insp); err != nil {
+		return backendError(op, err)
 	}
 	return nil
 }
@@ -119,23 +142,18 @@ func statusCommand(ctx context.Context, s *session, args []string) error {
 	if err := s.parse(fs, args); err != nil {
 		return err
 	}
-	if fs.NArg() != 1 {
-		return usageErrorf("want exactly one KEY, got %d arguments (see dlock status --help)", fs.NArg())
-	}
-	key := fs.Arg(0)
-	if err := checkKeyArg(key); err != nil {
-		return err
-	}
-	insp, closeFn, err := s.openInspector()
+	key, err := keyArg(fs, "status")
 	if err != nil {
 		return err
 	}
-	defer closeFn()
-	ctx, cancel := context.WithTimeout(ctx, inspectTimeout)
-	defer cancel()
-	info, held, err := insp.Inspect(ctx, key)
+	var info driver.LockInfo
+	var held bool
+	err = s.withInspector(ctx, "status", func(ctx context.Context, insp inspector) (err error) {
+		info, held, err = insp.Inspect(ctx, key)
+		return err
+	})
 	if err != nil {
-		return backendError("status", err)
+		return err
 	}
 	now := time.Now()
 	if *asJSON {
@@ -174,16 +192,13 @@ func listCommand(ctx context.Context, s *session, args []string) error {
 	if fs.NArg() > 1 {
 		return usageErrorf("want at most one PREFIX, got %d arguments (see dlock list --help)", fs.NArg())
 	}
-	insp, closeFn, err := s.openInspector()
+	var infos []driver.LockInfo
+	err := s.withInspector(ctx, "list", func(ctx context.Context, insp inspector) (err error) {
+		infos, err = insp.List(ctx, fs.Arg(0))
+		return err
+	})
 	if err != nil {
 		return err
-	}
-	defer closeFn()
-	ctx, cancel := context.WithTimeout(ctx, inspectTimeout)
-	defer cancel()
-	infos, err := insp.List(ctx, fs.Arg(0))
-	if err != nil {
-		return backendError("list", err)
 	}
 	sort.Slice(infos, func(i, j int) bool { return infos[i].Key < infos[j].Key })
 	now := time.Now()
@@ -212,26 +227,21 @@ func unlockCommand(ctx context.Context, s *session, args []string) error {
 	if err := s.parse(fs, args); err != nil {
 		return err
 	}
-	if fs.NArg() != 1 {
-		return usageErrorf("want exactly one KEY, got %d arguments (see dlock unlock --help)", fs.NArg())
+	key, err := keyArg(fs, "unlock")
+	if err != nil {
+		return err
 	}
 	if !*force {
 		return usageErrorf("refusing to break a lock without --force")
 	}
-	key := fs.Arg(0)
-	if err := checkKeyArg(key); err != nil {
+	var token uint64
+	var held bool
+	err = s.withInspector(ctx, "unlock", func(ctx context.Context, insp inspector) (err error) {
+		token, held, err = insp.ForceRelease(ctx, key)
 		return err
-	}
-	insp, closeFn, err := s.openInspector()
+	})
 	if err != nil {
 		return err
-	}
-	defer closeFn()
-	ctx, cancel := context.WithTimeout(ctx, inspectTimeout)
-	defer cancel()
-	token, held, err := insp.ForceRelease(ctx, key)
-	if err != nil {
-		return backendError("unlock", err)
 	}
 	if !held {
 		return &exitError{code: ExitNotHeld, err: fmt.Errorf("lock %q is not held", key)}
