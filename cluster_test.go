@@ -19,18 +19,14 @@ func newClusterLocker(t *testing.T, nodes []*redistest.Server) (*dlock.Client, *
 	for i, n := range nodes {
 		addrs[i] = n.Addr()
 	}
-	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
-	t.Cleanup(func() { _ = rdb.Close() })
-	drv, err := redisdriver.New(rdb)
+	newClient := func() *redis.ClusterClient { return redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs}) }
+	inspect := newClient()
+	t.Cleanup(func() { _ = inspect.Close() })
+	drv, err := redisdriver.New(inspect)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := dlock.New(drv, dlock.WithLogger(quietLogger()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	return c, drv
+	return newLockerOn(t, newClient(), nil), drv
 }
 
 // On a 3-node Cluster: exclusion, renewal of leases spread over many slots

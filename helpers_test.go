@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dlockio/dlock"
+	"github.com/dlockio/dlock/driver"
 	"github.com/dlockio/dlock/internal/redistest"
 	"github.com/dlockio/dlock/redisdriver"
 	"github.com/redis/go-redis/v9"
@@ -17,10 +18,21 @@ import (
 // both are closed at the end of the test (the Client first).
 func newLocker(t testing.TB, addr string, opts ...dlock.Option) *dlock.Client {
 	t.Helper()
-	rdb := redistest.NewClient(t, addr)
+	return newLockerOn(t, redistest.NewClient(t, addr), nil, opts...)
+}
+
+// newLockerOn returns a Client using rdb (any UniversalClient, closed at the
+// end of the test) through the Redis driver, optionally wrapped by wrap.
+func newLockerOn(t testing.TB, rdb redis.UniversalClient, wrap func(driver.Driver) driver.Driver, opts ...dlock.Option) *dlock.Client {
+	t.Helper()
+	t.Cleanup(func() { _ = rdb.Close() })
+	var drv driver.Driver
 	drv, err := redisdriver.New(rdb)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if wrap != nil {
+		drv = wrap(drv)
 	}
 	opts = append([]dlock.Option{dlock.WithLogger(quietLogger())}, opts...)
 	c, err := dlock.New(drv, opts...)

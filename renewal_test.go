@@ -12,7 +12,6 @@ import (
 	"github.com/dlockio/dlock"
 	"github.com/dlockio/dlock/driver"
 	"github.com/dlockio/dlock/internal/redistest"
-	"github.com/dlockio/dlock/redisdriver"
 )
 
 // A renewal that fails (network blip) must be retried, not abandoned: the
@@ -67,16 +66,11 @@ func TestManyLeasesShareOneRenewalLoop(t *testing.T) {
 		t.Skip("holds 5000 leases")
 	}
 	srv := redistest.Start(t)
-	drv, err := redisdriver.New(redistest.NewClient(t, srv.Addr()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rc := &renewCounter{Driver: drv}
-	c, err := dlock.New(rc, dlock.WithLogger(quietLogger()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
+	var rc *renewCounter
+	c := newLockerOn(t, redistest.NewClient(t, srv.Addr()), func(d driver.Driver) driver.Driver {
+		rc = &renewCounter{Driver: d}
+		return rc
+	})
 	const n = 5000
 	const ttl = 3 * time.Second
 	ctx := ctxTimeout(t, time.Minute)

@@ -8,7 +8,6 @@ import (
 
 	"github.com/dlockio/dlock"
 	"github.com/dlockio/dlock/internal/redistest"
-	"github.com/dlockio/dlock/redisdriver"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -19,21 +18,10 @@ func TestSentinelClient(t *testing.T) {
 	sentinel := redistest.Start(t, redistest.WithArgs("--sentinel"), redistest.WithConfigFile(fmt.Sprintf(
 		"sentinel monitor primary 127.0.0.1 %d 1\nsentinel down-after-milliseconds primary 1000\n", master.Port())))
 	newSentinelLocker := func() *dlock.Client {
-		rdb := redis.NewFailoverClient(&redis.FailoverOptions{
+		return newLockerOn(t, redis.NewFailoverClient(&redis.FailoverOptions{
 			MasterName:    "primary",
 			SentinelAddrs: []string{sentinel.Addr()},
-		})
-		t.Cleanup(func() { _ = rdb.Close() })
-		drv, err := redisdriver.New(rdb)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c, err := dlock.New(drv, dlock.WithLogger(quietLogger()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = c.Close() })
-		return c
+		}), nil)
 	}
 	a, b := newSentinelLocker(), newSentinelLocker()
 	ctx := ctxTimeout(t, 20*time.Second)

@@ -10,7 +10,6 @@ import (
 	"github.com/dlockio/dlock"
 	"github.com/dlockio/dlock/driver"
 	"github.com/dlockio/dlock/internal/redistest"
-	"github.com/dlockio/dlock/redisdriver"
 )
 
 // countingDriver counts acquisition attempts and reports each one.
@@ -31,16 +30,11 @@ func (d *countingDriver) Acquire(ctx context.Context, req driver.AcquireRequest)
 
 func newCountingLocker(t *testing.T, addr string) (*dlock.Client, *countingDriver) {
 	t.Helper()
-	drv, err := redisdriver.New(redistest.NewClient(t, addr))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cd := &countingDriver{Driver: drv, seen: make(chan struct{}, 1024)}
-	c, err := dlock.New(cd, dlock.WithLogger(quietLogger()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
+	var cd *countingDriver
+	c := newLockerOn(t, redistest.NewClient(t, addr), func(d driver.Driver) driver.Driver {
+		cd = &countingDriver{Driver: d, seen: make(chan struct{}, 1024)}
+		return cd
+	})
 	return c, cd
 }
 
