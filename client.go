@@ -12,6 +12,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -97,11 +98,27 @@ func (c *Client) Lock(ctx context.Context, key string, opts ...LockOption) (*Lea
 	if err != nil {
 		return nil, err
 	}
-	lease, _, err := c.attempt(ctx, req, lc)
+	lease, _, err := c.patientAttempt(ctx, req, lc)
 	if lease != nil || err != nil {
 		return lease, err
 	}
 	return c.wait(ctx, req, lc)
+}
+
+// errTooSlow: the store granted the lock, but its reply arrived after the
+// lease's validity deadline.
+var errTooSlow = errors.New("reply arrived after the lease's validity deadline")
+
+// patientAttempt is attempt for Lock: a grant whose reply came too late
+// (a cold connection, a hiccup) is retried a few times before Lock gives up
+// with the backend error; a store that is always slower than the TTL fails.
+func (c *Client) patientAttempt(ctx context.Context, req driver.AcquireRequest, lc lockConfig) (*Lease, time.Duration, error) {
+	for i := 1; ; i++ {
+		l, retry, err := c.attempt(ctx, req, lc)
+		if i == 3 || !errors.Is(err, errTooSlow) {
+			return l, retry, err
+		}
+	}
 }
 
 func (c *Client) prepare(ctx context.Context, key string, opts []LockOption) (driver.AcquireRequest, lockConfig, error) {
@@ -160,6 +177,14 @@ func (c *Client) attempt(ctx context.Context, req driver.AcquireRequest, lc lock
 	}
 	if !res.Acquired {
 		return nil, res.RetryAfter, nil
+	}
+	if validity := req.TTL - Drift(req.TTL); c.cfg.now().Sub(sent) >= validity {
+		// Granted, but the answer took longer than the lease is valid: the
+		// lock may already have expired for everyone else. Never hand out a
+		// lease that is over before it starts.
+		c.releaseInBackground(req.Key, req.ID)
+		return nil, 0, wrapBackend("lock", req.Key, fmt.Errorf("%w: took %v, validity %v",
+			errTooSlow, c.cfg.now().Sub(sent).Round(time.Millisecond), validity))
 	}
 	l := &Lease{c: c, key: req.Key, id: req.ID, token: res.Token, ttl: req.TTL, owner: req.Owner}
 	l.ctx, l.cancel = context.WithCancelCause(context.WithoutCancel(ctx))

@@ -5,6 +5,7 @@ package dlock_test
 // anyone else can acquire it.
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
@@ -122,4 +123,27 @@ func TestSlowButTimelyRenewalsKeepLease(t *testing.T) {
 	if err := l.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// A grant whose reply arrives after the lease's validity deadline must not
+// become a lease: by then the lock may have expired for everyone else.
+func TestGrantArrivingAfterDeadlineIsRefused(t *testing.T) {
+	srv := redistest.Start(t)
+	proxy := redistest.NewProxy(t, srv.Addr())
+	c := newLocker(t, proxy.Addr())
+	ctx := ctxTimeout(t, 20*time.Second)
+	const ttl = 50 * time.Millisecond
+	proxy.SetLatency(2 * ttl)
+	for name, call := range map[string]func(context.Context, string, ...dlock.LockOption) (*dlock.Lease, error){"TryLock": c.TryLock, "Lock": c.Lock} {
+		l, err := call(ctx, "too-slow", dlock.WithTTL(ttl))
+		if l != nil || !errors.Is(err, dlock.ErrBackend) {
+			t.Fatalf("%s through a store slower than the TTL: lease %v, err %v; want ErrBackend", name, l, err)
+		}
+	}
+	proxy.SetLatency(0)
+	l, err := c.Lock(ctx, "too-slow", dlock.WithTTL(time.Second))
+	if err != nil {
+		t.Fatalf("after latency is gone: %v", err)
+	}
+	_ = l.Unlock(ctx)
 }

@@ -48,7 +48,7 @@ func (c *Client) wait(ctx context.Context, req driver.AcquireRequest, lc lockCon
 	for {
 		// Attempt after joining: a release between the first attempt and the
 		// subscription would otherwise go unnoticed for a whole TTL.
-		lease, retry, err := c.attempt(ctx, req, lc)
+		lease, retry, err := c.patientAttempt(ctx, req, lc)
 		if lease != nil || err != nil {
 			return lease, err
 		}
