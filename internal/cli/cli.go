@@ -53,7 +53,7 @@ func OSEnv() Env {
 type command struct {
 	name    string
 	summary string
-	run     func(ctx context.Context, s *session, args []string) error
+	run     func(ctx context.Context, s *invocation, args []string) error
 }
 
 func commands() []command {
@@ -66,9 +66,9 @@ func commands() []command {
 	}
 }
 
-// session is what one invocation shares between the global and the
+// invocation is what one invocation shares between the global and the
 // subcommand flag sets.
-type session struct {
+type invocation struct {
 	env   Env
 	cmd   string
 	usage string // the subcommand's help text
@@ -78,7 +78,7 @@ type session struct {
 // Main runs the dlock command line with args (without the program name)
 // and returns the process exit status.
 func Main(ctx context.Context, args []string, env Env) int {
-	s := &session{env: env}
+	s := &invocation{env: env}
 	s.redis.value = env.Getenv(redisconn.EnvVar)
 	if s.redis.value == "" {
 		s.redis.value = redisconn.DefaultURL
@@ -110,7 +110,7 @@ func Main(ctx context.Context, args []string, env Env) int {
 	return s.fail(usageErrorf("unknown command %q (see dlock --help)", name))
 }
 
-func (s *session) help(ctx context.Context, args []string) int {
+func (s *invocation) help(ctx context.Context, args []string) int {
 	if len(args) == 0 {
 		s.mainUsage(s.env.Stdout)
 		return ExitOK
@@ -124,7 +124,7 @@ func (s *session) help(ctx context.Context, args []string) int {
 	return s.fail(usageErrorf("unknown command %q (see dlock --help)", args[0]))
 }
 
-func (s *session) mainUsage(w io.Writer) {
+func (s *invocation) mainUsage(w io.Writer) {
 	var b strings.Builder
 	b.WriteString("dlock: distributed locks on Redis, from the shell.\n\n")
 	b.WriteString("Usage: dlock [--redis URL] COMMAND [FLAGS] [ARGS]\n\nCommands:\n")
@@ -175,7 +175,7 @@ func (f *redisFlag) Set(v string) error {
 }
 
 // target parses --redis.
-func (s *session) target() (*redisconn.Target, error) {
+func (s *invocation) target() (*redisconn.Target, error) {
 	t, err := redisconn.Parse(s.redis.value)
 	if err != nil {
 		return nil, &exitError{code: ExitUsage, err: err}
@@ -185,7 +185,7 @@ func (s *session) target() (*redisconn.Target, error) {
 
 // flagSet returns a subcommand's flag set, which also accepts --redis.
 // Its help text is usage followed by the flag defaults.
-func (s *session) flagSet(usage string) *flag.FlagSet {
+func (s *invocation) flagSet(usage string) *flag.FlagSet {
 	fs := flag.NewFlagSet("dlock "+s.cmd, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {} // parse errors become one-line messages instead
@@ -198,7 +198,7 @@ func (s *session) flagSet(usage string) *flag.FlagSet {
 var errHelp = errors.New("help shown")
 
 // parse parses a subcommand's flags; --help prints usage and yields errHelp.
-func (s *session) parse(fs *flag.FlagSet, args []string) error {
+func (s *invocation) parse(fs *flag.FlagSet, args []string) error {
 	err := fs.Parse(args)
 	if errors.Is(err, flag.ErrHelp) {
 		fmt.Fprint(s.env.Stdout, s.usage)
@@ -257,7 +257,7 @@ func exitCode(err error) int {
 
 // exit turns a command's result into a status, printing the one-line
 // reason for a non-zero one.
-func (s *session) exit(err error) int {
+func (s *invocation) exit(err error) int {
 	if err == nil || errors.Is(err, errHelp) {
 		return ExitOK
 	}
@@ -268,7 +268,7 @@ func (s *session) exit(err error) int {
 	return s.fail(err)
 }
 
-func (s *session) fail(err error) int {
+func (s *invocation) fail(err error) int {
 	prog := "dlock"
 	if s.cmd != "" {
 		prog += " " + s.cmd

@@ -25,7 +25,7 @@ that server, under keys starting with "dlock-demo:", removed afterwards.
 Progress goes to stderr, the table (or --json) to stdout.
 `
 
-func demoCommand(ctx context.Context, s *session, args []string) error {
+func demoCommand(ctx context.Context, s *invocation, args []string) error {
 	fs := s.flagSet(demoUsage)
 	workers := fs.Int("workers", demo.DefaultWorkers, "number of service instances")
 	orders := fs.Int("orders", demo.DefaultOrders, "number of orders in the queue")

@@ -86,7 +86,7 @@ func toJSON(info driver.LockInfo, now time.Time) lockJSON {
 }
 
 // openInspector connects to --redis; close it when done.
-func (s *session) openInspector() (inspector, func(), error) {
+func (s *invocation) openInspector() (inspector, func(), error) {
 	target, err := s.target()
 	if err != nil {
 		return nil, nil, err
@@ -119,10 +119,10 @@ func keyArg(fs *flag.FlagSet, cmd string) (string, error) {
 	return key, nil
 }
 
-// withInspector runs f against the session's store, bounded by
+// withInspector runs f against the invocation's store, bounded by
 // inspectTimeout. Errors from opening the store (a bad URL) come back as
 // they are; f's are store failures and match dlock.ErrBackend.
-func (s *session) withInspector(ctx context.Context, op string, f func(context.Context, inspector) error) error {
+func (s *invocation) withInspector(ctx context.Context, op string, f func(context.Context, inspector) error) error {
 	insp, closeFn, err := s.openInspector()
 	if err != nil {
 		return err
@@ -136,7 +136,7 @@ func (s *session) withInspector(ctx context.Context, op string, f func(context.C
 	return nil
 }
 
-func statusCommand(ctx context.Context, s *session, args []string) error {
+func statusCommand(ctx context.Context, s *invocation, args []string) error {
 	fs := s.flagSet(statusUsage)
 	asJSON := fs.Bool("json", false, "print JSON (fields: see above)")
 	if err := s.parse(fs, args); err != nil {
@@ -183,7 +183,7 @@ func statusCommand(ctx context.Context, s *session, args []string) error {
 	return nil
 }
 
-func listCommand(ctx context.Context, s *session, args []string) error {
+func listCommand(ctx context.Context, s *invocation, args []string) error {
 	fs := s.flagSet(listUsage)
 	asJSON := fs.Bool("json", false, "print a JSON array (fields: see above)")
 	if err := s.parse(fs, args); err != nil {
@@ -221,7 +221,7 @@ func listCommand(ctx context.Context, s *session, args []string) error {
 	return tw.Flush()
 }
 
-func unlockCommand(ctx context.Context, s *session, args []string) error {
+func unlockCommand(ctx context.Context, s *invocation, args []string) error {
 	fs := s.flagSet(unlockUsage)
 	force := fs.Bool("force", false, "required: confirms breaking a lock that someone else holds")
 	if err := s.parse(fs, args); err != nil {

@@ -44,7 +44,7 @@ const runGrace = 5 * time.Second
 // only delays others until the TTL runs out.
 const releaseTimeout = 5 * time.Second
 
-func runCommand(ctx context.Context, s *session, args []string) error {
+func runCommand(ctx context.Context, s *invocation, args []string) error {
 	fs := s.flagSet(runUsage)
 	ttl := fs.Duration("ttl", dlock.DefaultTTL, "lock time-to-live; renewed every TTL/3 while COMMAND runs, it bounds how long a crashed dlock blocks others")
 	var wait optionalDuration
