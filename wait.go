@@ -24,8 +24,21 @@ type waitRegistry struct {
 
 	mu      sync.Mutex
 	watcher driver.Watcher // opened on first use
-	queues  map[string][]*waiter
-	closed  bool
+	queues  map[string]*keyQueue
+	// idle keeps the subscriptions of keys nobody waits for any more, most
+	// recently used last: a key that is waited for again (the common case
+	// under contention) skips a subscribe round trip. At most maxIdleWatches.
+	idle   []string
+	closed bool
+}
+
+// maxIdleWatches bounds the subscriptions kept for keys without waiters.
+const maxIdleWatches = 256
+
+// keyQueue is the waiters for one key, in arrival order.
+type keyQueue struct {
+	waiters    []*waiter
+	subscribed bool // the watcher confirmed the subscription
 }
 
 type waiter struct {
@@ -33,7 +46,7 @@ type waiter struct {
 }
 
 func newWaitRegistry(c *Client) *waitRegistry {
-	return &waitRegistry{c: c, queues: make(map[string][]*waiter)}
+	return &waitRegistry{c: c, queues: make(map[string]*keyQueue)}
 }
 
 // wait is Lock's slow path: the first attempt found the lock busy.
@@ -68,8 +81,9 @@ func (c *Client) wait(ctx context.Context, req driver.AcquireRequest, lc lockCon
 }
 
 // join queues a waiter for key, subscribing to the key's release
-// notifications if it is the first. A failed subscription degrades to
-// waking on the TTL fallback alone (logged), since waiting still works.
+// notifications if it is the first (and the key has no idle subscription).
+// A failed subscription degrades to waking on the TTL fallback alone
+// (logged), since waiting still works.
 func (r *waitRegistry) join(ctx context.Context, key string) (*waiter, error) {
 	w := &waiter{wake: make(chan struct{}, 1)}
 	r.mu.Lock()
@@ -78,21 +92,46 @@ func (r *waitRegistry) join(ctx context.Context, key string) (*waiter, error) {
 		return nil, ErrClosed
 	}
 	q := r.queues[key]
-	r.queues[key] = append(q, w)
-	first := len(q) == 0
+	if q != nil {
+		q.waiters = append(q.waiters, w)
+		r.mu.Unlock()
+		return w, nil
+	}
+	q = &keyQueue{waiters: []*waiter{w}}
+	r.queues[key] = q
+	if r.unidle(key) {
+		q.subscribed = true
+		r.mu.Unlock()
+		return w, nil
+	}
 	watcher, err := r.watcherLocked()
 	r.mu.Unlock()
-	if err == nil && first {
+	if err == nil {
 		err = watcher.Add(ctx, key)
 	}
-	if err != nil {
-		if ctx.Err() != nil {
-			r.leave(key, w)
-			return nil, fmt.Errorf("dlock: lock %q: %w", key, ctx.Err())
-		}
-		r.c.cfg.logger.Warn("dlock: release notifications unavailable; waiting on TTL only", "key", key, "err", err)
+	if err == nil {
+		r.mu.Lock()
+		q.subscribed = true
+		r.mu.Unlock()
+		return w, nil
 	}
+	if ctx.Err() != nil {
+		r.leave(key, w)
+		return nil, fmt.Errorf("dlock: lock %q: %w", key, ctx.Err())
+	}
+	r.c.cfg.logger.Warn("dlock: release notifications unavailable; waiting on TTL only", "key", key, "err", err)
 	return w, nil
+}
+
+// unidle takes key off the idle list, reporting whether it was there.
+func (r *waitRegistry) unidle(key string) bool {
+	for i, k := range r.idle {
+		if k == key {
+			r.idle = append(r.idle[:i], r.idle[i+1:]...)
+			return true
+		}
+	}
+	return false
 }
 
 func (r *waitRegistry) watcherLocked() (driver.Watcher, error) {
@@ -108,44 +147,58 @@ func (r *waitRegistry) watcherLocked() (driver.Watcher, error) {
 }
 
 // leave removes w from key's queue. If w was first, the next waiter inherits
-// the turn (and a pending wake-up); the last waiter unsubscribes.
+// the turn (and a pending wake-up). When the last waiter leaves, the key's
+// subscription goes on the idle list, and the oldest idle one beyond
+// maxIdleWatches is dropped.
 func (r *waitRegistry) leave(key string, w *waiter) {
 	r.mu.Lock()
 	q := r.queues[key]
-	for i, x := range q {
+	for i, x := range q.waiters {
 		if x != w {
 			continue
 		}
-		q = append(q[:i], q[i+1:]...)
-		if i == 0 && len(q) > 0 {
+		q.waiters = append(q.waiters[:i], q.waiters[i+1:]...)
+		if i == 0 && len(q.waiters) > 0 {
 			select {
 			case <-w.wake:
-				q[0].signal()
+				q.waiters[0].signal()
 			default:
 			}
 		}
 		break
 	}
-	if len(q) > 0 {
-		r.queues[key] = q
+	if len(q.waiters) > 0 {
 		r.mu.Unlock()
 		return
 	}
 	delete(r.queues, key)
+	var drop string
+	switch {
+	case !q.subscribed:
+		// Add failed or was cancelled: the watcher may still count it.
+		drop = key
+	case r.closed:
+	default:
+		r.idle = append(r.idle, key)
+		if len(r.idle) > maxIdleWatches {
+			drop = r.idle[0]
+			r.idle = r.idle[1:]
+		}
+	}
 	watcher := r.watcher
 	r.mu.Unlock()
-	if watcher != nil {
+	if drop != "" && watcher != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		_ = watcher.Remove(ctx, key) // a stale subscription only costs messages
+		_ = watcher.Remove(ctx, drop) // a stale subscription only costs messages
 	}
 }
 
 // notify is called by the driver for every release of a followed key.
 func (r *waitRegistry) notify(key string) {
 	r.mu.Lock()
-	if q := r.queues[key]; len(q) > 0 {
-		q[0].signal()
+	if q := r.queues[key]; q != nil && len(q.waiters) > 0 {
+		q.waiters[0].signal()
 	}
 	r.mu.Unlock()
 }
