@@ -126,7 +126,7 @@ func TestClassicReleaseDeletesForeignLock(t *testing.T) {
 		if err := la.Unlock(ctx); !errors.Is(err, dlock.ErrNotHeld) {
 			t.Fatalf("repeated late Unlock: %v, want the same ErrNotHeld", err)
 		}
-		if lockValue(t, rdb, "dlock:del") == "" || lb.Err() != nil {
+		if !isHeld(t, rdb, "dlock:del") || lb.Err() != nil {
 			t.Fatal("B's lock was removed by A's late Unlock")
 		}
 		if err := lb.Unlock(ctx); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -56,17 +57,18 @@ func ctxTimeout(t testing.TB, d time.Duration) context.Context {
 // lockKey is where the Redis driver keeps a lock with the default prefix.
 func lockKey(name string) string { return redisdriver.DefaultPrefix + "{" + name + "}" }
 
-// lockValue returns what the store holds for a lock, "" when free.
-func lockValue(t testing.TB, rdb *redis.Client, name string) string {
+// isHeld reports whether the store holds the lock for anyone (a released
+// lock keeps its key for a while, marked with a leading '~').
+func isHeld(t testing.TB, rdb *redis.Client, name string) bool {
 	t.Helper()
 	v, err := rdb.Get(context.Background(), lockKey(name)).Result()
 	if err == redis.Nil {
-		return ""
+		return false
 	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	return v
+	return !strings.HasPrefix(v, "~")
 }
 
 // waitDone fails the test if the lease has not ended within d.

@@ -34,7 +34,7 @@ func TestSentinelClient(t *testing.T) {
 		t.Fatalf("second TryLock: %v", err)
 	}
 	// The lock lives on the master the Sentinel named.
-	if lockValue(t, master.Client(t), "via-sentinel") == "" {
+	if !isHeld(t, master.Client(t), "via-sentinel") {
 		t.Fatal("lock not found on the master")
 	}
 	got := make(chan error, 1)

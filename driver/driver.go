@@ -114,7 +114,7 @@ type LockInfo struct {
 	Key   string        `json:"key"`
 	Token uint64        `json:"token"`
 	Owner Owner         `json:"owner"`
-	Since time.Time     `json:"since"`  // acquisition time, by the store's clock
+	Since time.Time     `json:"since"`  // acquisition time, by the holder's clock
 	TTL   time.Duration `json:"ttl_ns"` // time left in the store
 }
 

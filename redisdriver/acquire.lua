@@ -1,24 +1,28 @@
 -- Take the lock if it is free and issue the next fencing token.
 -- KEYS[1] lock, KEYS[2] fencing counter
--- ARGV[1] owner id, ARGV[2] ttl ms, ARGV[3] owner description (JSON)
+-- ARGV[1] owner id, ARGV[2] ttl ms, ARGV[3] owner description (JSON),
+-- ARGV[4] acquisition time in ms by the holder's clock (for operators only)
 -- Returns {1, token} when acquired, {0, pttl} when busy.
--- The lock is one string "<id>:<token>:<since ms>:<owner JSON>": a single
--- SET with PX, and the ownership check elsewhere is a prefix comparison.
-local pttl = redis.call('PTTL', KEYS[1])
-if pttl ~= -2 then
-  return {0, pttl}
+--
+-- A held lock is one string "<id>:<token>:<since ms>:<owner JSON>"; a
+-- released one is "~<id>:" until it expires (see release.lua) and counts as
+-- free. Every redis.call costs about a microsecond of the server's single
+-- thread, so the common path makes three.
+local v = redis.call('GET', KEYS[1])
+if v and string.byte(v, 1) ~= 126 then -- 126 is '~'
+  return {0, redis.call('PTTL', KEYS[1])}
 end
--- The token is the larger of (last token + 1) and the server clock in
--- microseconds, so it keeps increasing even if a restart lost the counter,
--- as long as the server clock does not go back by more than the restart took.
-local t = redis.call('TIME')
-local now_us = t[1] * 1000000 + t[2]
-local token = (tonumber(redis.call('GET', KEYS[2])) or 0) + 1
-if now_us > token then
-  token = now_us
+local token = redis.call('INCR', KEYS[2])
+if token == 1 then
+  -- The counter did not exist: a new lock name, or a restart or eviction
+  -- lost it. Seed it from the server clock in microseconds. Every earlier
+  -- token was at most its own seed plus one per acquisition, acquisitions
+  -- are more than a microsecond apart, so the seed exceeds them all as long
+  -- as the server clock has not gone back.
+  local t = redis.call('TIME')
+  token = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  redis.call('SET', KEYS[2], string.format('%.0f', token))
 end
-local tok = string.format('%.0f', token)
-redis.call('SET', KEYS[2], tok)
-redis.call('SET', KEYS[1], ARGV[1] .. ':' .. tok .. ':' .. string.format('%.0f', math.floor(now_us / 1000)) .. ':' .. ARGV[3],
+redis.call('SET', KEYS[1], ARGV[1] .. ':' .. string.format('%.0f', token) .. ':' .. ARGV[4] .. ':' .. ARGV[3],
   'PX', ARGV[2])
 return {1, token}

@@ -4,10 +4,10 @@
 //
 // Data layout, for a lock named NAME and the default prefix "dlock:":
 //
-//	dlock:{NAME}                  "<id>:<token>:<since ms>:<owner JSON>"; expires with the lock
-//	dlock:{NAME}:fence            last fencing token issued (kept: tokens must never repeat)
-//	dlock:{NAME}:released:<id>    short-lived marker that makes a retried release answer "released"
-//	dlock:{NAME}:released         pub/sub channel that wakes waiters
+//	dlock:{NAME}            held: "<id>:<token>:<since ms>:<owner JSON>", expiring with the lock;
+//	                        released: "~<id>:" for a minute, so a retried release is recognised
+//	dlock:{NAME}:fence      last fencing token issued (kept: tokens must never repeat)
+//	dlock:{NAME}:released   pub/sub channel that wakes waiters
 //
 // The {NAME} hash tag puts all of a lock's keys in one Cluster slot, so each
 // operation is one script call on one node.
@@ -27,9 +27,10 @@ import (
 // DefaultPrefix starts every key and channel dlock writes.
 const DefaultPrefix = "dlock:"
 
-// DefaultReleaseMemory is how long a release marker is kept: a client that
-// retries Unlock after losing the reply within this time is told the lock
-// was released rather than "not held".
+// DefaultReleaseMemory is how long a released lock remembers its last
+// holder: a client that retries Unlock after losing the reply within this
+// time is told the lock was released rather than "not held" (unless another
+// owner has taken and released the lock in between).
 const DefaultReleaseMemory = time.Minute
 
 // Driver implements driver.Driver and driver.Inspector on Redis.
@@ -108,9 +109,6 @@ func (d *Driver) fenceKey(name string) string {
 	return d.lockKey(name) + ":fence"
 }
 func (d *Driver) channel(name string) string { return d.lockKey(name) + ":released" }
-func (d *Driver) markerKey(name, id string) string {
-	return d.lockKey(name) + ":released:" + id
-}
 
 // nameFromChannel inverts channel; ok is false for foreign channels.
 func (d *Driver) nameFromChannel(ch string) (string, bool) {
@@ -124,7 +122,7 @@ func (d *Driver) nameFromChannel(ch string) (string, bool) {
 // Acquire implements driver.Driver.
 func (d *Driver) Acquire(ctx context.Context, req driver.AcquireRequest) (driver.AcquireResult, error) {
 	v, err := acquireScript.Run(ctx, d.rdb, []string{d.lockKey(req.Key), d.fenceKey(req.Key)},
-		req.ID, req.TTL.Milliseconds(), ownerJSON(req.Owner)).Int64Slice()
+		req.ID, req.TTL.Milliseconds(), ownerJSON(req.Owner), time.Now().UnixMilli()).Int64Slice()
 	if err != nil {
 		return driver.AcquireResult{}, err
 	}
@@ -139,7 +137,7 @@ func (d *Driver) Acquire(ctx context.Context, req driver.AcquireRequest) (driver
 
 // Release implements driver.Driver.
 func (d *Driver) Release(ctx context.Context, req driver.ReleaseRequest) (driver.ReleaseResult, error) {
-	n, err := releaseScript.Run(ctx, d.rdb, []string{d.lockKey(req.Key), d.markerKey(req.Key, req.ID)},
+	n, err := releaseScript.Run(ctx, d.rdb, []string{d.lockKey(req.Key)},
 		idPrefix(req.ID), d.releaseMemory.Milliseconds(), d.channel(req.Key)).Int64()
 	if err != nil {
 		return 0, err

@@ -27,6 +27,9 @@ func (d *Driver) Inspect(ctx context.Context, key string) (driver.LockInfo, bool
 	if err != nil {
 		return driver.LockInfo{}, false, err
 	}
+	if released(get.Val()) {
+		return driver.LockInfo{}, false, nil
+	}
 	info := driver.LockInfo{Key: key, TTL: pttl.Val()}
 	if err := parseValue(get.Val(), &info); err != nil {
 		return driver.LockInfo{}, false, err

@@ -10,13 +10,13 @@ import (
 func TestSlotMatchesRedisCluster(t *testing.T) {
 	// Reference values from the Redis Cluster specification and CLUSTER KEYSLOT.
 	for key, want := range map[string]uint16{
-		"123456789":               12739, // CRC16/XMODEM check value 0x31C3
-		"foo":                     12182,
-		"{user1000}.following":    slot("user1000"),
-		"foo{}{bar}":              slot("foo{}{bar}"), // empty tag: whole key
-		"dlock:{order:42}:fence":  slot("order:42"),
-		"dlock:{order:42}":        slot("order:42"),
-		"dlock:{a}b}:released:xx": slot("a"),
+		"123456789":              12739, // CRC16/XMODEM check value 0x31C3
+		"foo":                    12182,
+		"{user1000}.following":   slot("user1000"),
+		"foo{}{bar}":             slot("foo{}{bar}"), // empty tag: whole key
+		"dlock:{order:42}:fence": slot("order:42"),
+		"dlock:{order:42}":       slot("order:42"),
+		"dlock:{a}b}:released":   slot("a"),
 	} {
 		if got := slot(key); got != want {
 			t.Errorf("slot(%q) = %d, want %d", key, got, want)

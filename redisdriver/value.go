@@ -11,8 +11,8 @@ import (
 )
 
 // A held lock is stored as one string, "<id>:<token>:<since ms>:<owner>",
-// written by acquire.lua; owner is driver.Owner as JSON. These helpers are
-// the Go side of that format.
+// written by acquire.lua; owner is driver.Owner as JSON. A released one is
+// "~<id>:" (release.lua). These helpers are the Go side of that format.
 
 func ownerJSON(o driver.Owner) string {
 	b, _ := json.Marshal(o) // a struct of strings and an int cannot fail
@@ -21,6 +21,9 @@ func ownerJSON(o driver.Owner) string {
 
 // idPrefix is what the scripts compare a stored value's start with.
 func idPrefix(id string) string { return id + ":" }
+
+// released reports whether a stored value is the mark release.lua leaves.
+func released(v string) bool { return strings.HasPrefix(v, "~") }
 
 // parseValue decodes a stored lock value into info (Key and TTL are the
 // caller's).

@@ -5,6 +5,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"net"
 	"os"
@@ -68,6 +69,21 @@ func closedURL(t *testing.T) string {
 
 // lockKey is where the Redis driver stores the lock name.
 func lockKey(name string) string { return redisdriver.DefaultPrefix + "{" + name + "}" }
+
+// lockHeld asks the driver whether anyone holds the lock (a released lock
+// keeps its key for a while, marked released).
+func lockHeld(t *testing.T, rdb *redis.Client, name string) bool {
+	t.Helper()
+	drv, err := redisdriver.New(rdb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, held, err := drv.Inspect(context.Background(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return held
+}
 
 // syncBuffer is a bytes.Buffer safe to read while a process writes to it.
 type syncBuffer struct {

@@ -33,7 +33,7 @@ func TestRunPassesStatusThrough(t *testing.T) {
 			if tc.want < 64 && stderr != "" {
 				t.Errorf("dlock wrote %q for the command's own status", stderr)
 			}
-			if rdb.Exists(context.Background(), lockKey("job")).Val() != 0 {
+			if lockHeld(t, rdb, "job") {
 				t.Fatal("lock still held after run exited")
 			}
 		})

@@ -42,7 +42,7 @@ const jsonHelp = `
   token        fencing token (integer, below 2^53)
   host, pid    the holder's host name and process id
   meta         the holder's free text ("" when none)
-  since        acquisition time, RFC 3339 in UTC, by the Redis server's clock
+  since        acquisition time, RFC 3339 in UTC, by the holder's clock
   held_ms      milliseconds since acquisition
   ttl_ms       milliseconds left before the lock expires unless renewed
 `
