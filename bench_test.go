@@ -35,22 +35,12 @@ func BenchmarkLockUnlock(b *testing.B) {
 func BenchmarkLockUnlockParallel(b *testing.B) {
 	srv := redistest.Start(b)
 	c := newLocker(b, srv.Addr())
-	ctx := context.Background()
 	var next atomic.Int64
 	b.ReportAllocs()
 	b.SetParallelism(4)
 	b.RunParallel(func(pb *testing.PB) {
 		key := "bench:" + strconv.FormatInt(next.Add(1), 10)
-		for pb.Next() {
-			l, err := c.TryLock(ctx, key)
-			if err != nil {
-				b.Error(err)
-				return
-			}
-			if err := l.Unlock(ctx); err != nil {
-				b.Error(err)
-				return
-			}
+		for pb.Next() && cycle(b, c.TryLock, key) {
 		}
 	})
 }
@@ -60,7 +50,6 @@ func BenchmarkLockUnlockParallel(b *testing.B) {
 // release notification.
 func BenchmarkLockContended(b *testing.B) {
 	srv := redistest.Start(b)
-	ctx := context.Background()
 	lockers := make([]*dlock.Client, 2*runtime.GOMAXPROCS(0))
 	for i := range lockers {
 		lockers[i] = newLocker(b, srv.Addr())
@@ -70,18 +59,23 @@ func BenchmarkLockContended(b *testing.B) {
 	b.SetParallelism(2)
 	b.RunParallel(func(pb *testing.PB) {
 		c := lockers[next.Add(1)-1]
-		for pb.Next() {
-			l, err := c.Lock(ctx, "contended")
-			if err != nil {
-				b.Error(err)
-				return
-			}
-			if err := l.Unlock(ctx); err != nil {
-				b.Error(err)
-				return
-			}
+		for pb.Next() && cycle(b, c.Lock, "contended") {
 		}
 	})
+}
+
+// cycle takes and releases key once, reporting false on failure.
+func cycle(b *testing.B, lock func(context.Context, string, ...dlock.LockOption) (*dlock.Lease, error), key string) bool {
+	ctx := context.Background()
+	l, err := lock(ctx, key)
+	if err == nil {
+		err = l.Unlock(ctx)
+	}
+	if err != nil {
+		b.Error(err)
+		return false
+	}
+	return true
 }
 
 // BenchmarkRawFloor is the floor BenchmarkLockUnlock is compared with: a
