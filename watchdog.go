@@ -84,7 +84,7 @@ func (w *watchdog) add(l *Lease, sent time.Time, renew bool) bool {
 		w.mu.Unlock()
 		return false
 	}
-	heap.Push(&w.h, l)
+	heap.Push(&w.h, heapEntry{wake: st.wake(), l: l})
 	// Most leases are due after the one the loop already sleeps for; only
 	// wake the loop (a goroutine switch on the acquire path) if not.
 	early := st.wake().Before(w.wakeAt)
@@ -119,9 +119,9 @@ func (w *watchdog) stop() []*Lease {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	left := make([]*Lease, len(w.h))
-	copy(left, w.h)
-	for _, l := range left {
-		l.watch.index = -1
+	for i, e := range w.h {
+		e.l.watch.index = -1
+		left[i] = e.l
 	}
 	w.h = nil
 	return left
@@ -154,7 +154,7 @@ func (w *watchdog) tick(ctx context.Context) time.Duration {
 	var lost, due []*Lease
 	w.mu.Lock()
 	for len(w.h) > 0 {
-		l := w.h[0]
+		l := w.h[0].l
 		st := &l.watch
 		if !now.Before(st.deadline) {
 			heap.Pop(&w.h)
@@ -172,12 +172,12 @@ func (w *watchdog) tick(ctx context.Context) time.Duration {
 			break
 		}
 		st.inflight = true
-		heap.Fix(&w.h, 0)
+		w.h.update(0)
 		due = append(due, l)
 	}
 	wait := time.Hour
 	if len(w.h) > 0 {
-		wait = max(w.h[0].watch.wake().Sub(now), 0)
+		wait = max(w.h[0].wake.Sub(now), 0)
 	}
 	w.wakeAt = now.Add(wait)
 	w.mu.Unlock()
@@ -247,7 +247,7 @@ func (w *watchdog) apply(r renewal) {
 			lost = append(lost, l)
 			continue
 		}
-		heap.Fix(&w.h, st.index)
+		w.h.update(st.index)
 	}
 	w.mu.Unlock()
 	if r.err != nil {
@@ -268,28 +268,40 @@ func minTime(a, b time.Time) time.Time {
 	return a
 }
 
-// leaseHeap orders leases by their next watchdog event.
-type leaseHeap []*Lease
+// leaseHeap orders leases by their next watchdog event. Each entry keeps
+// its wake time inline, so comparisons during sifting read the slice, not
+// every lease (100k leases renewed every second sift a lot).
+type leaseHeap []heapEntry
 
-func (h leaseHeap) Len() int { return len(h) }
-func (h leaseHeap) Less(i, j int) bool {
-	return h[i].watch.wake().Before(h[j].watch.wake())
+type heapEntry struct {
+	wake time.Time
+	l    *Lease
 }
+
+// update re-reads the wake time of the lease at i after its watch state
+// changed, and restores the heap order.
+func (h *leaseHeap) update(i int) {
+	(*h)[i].wake = (*h)[i].l.watch.wake()
+	heap.Fix(h, i)
+}
+
+func (h leaseHeap) Len() int           { return len(h) }
+func (h leaseHeap) Less(i, j int) bool { return h[i].wake.Before(h[j].wake) }
 func (h leaseHeap) Swap(i, j int) {
 	h[i], h[j] = h[j], h[i]
-	h[i].watch.index = i
-	h[j].watch.index = j
+	h[i].l.watch.index = i
+	h[j].l.watch.index = j
 }
 func (h *leaseHeap) Push(x any) {
-	l := x.(*Lease)
-	l.watch.index = len(*h)
-	*h = append(*h, l)
+	e := x.(heapEntry)
+	e.l.watch.index = len(*h)
+	*h = append(*h, e)
 }
 func (h *leaseHeap) Pop() any {
 	old := *h
-	l := old[len(old)-1]
-	old[len(old)-1] = nil
-	l.watch.index = -1
+	e := old[len(old)-1]
+	old[len(old)-1] = heapEntry{}
+	e.l.watch.index = -1
 	*h = old[:len(old)-1]
-	return l
+	return e
 }
