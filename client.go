@@ -178,13 +178,13 @@ func (c *Client) attempt(ctx context.Context, req driver.AcquireRequest, lc lock
 	if !res.Acquired {
 		return nil, res.RetryAfter, nil
 	}
-	if validity := req.TTL - Drift(req.TTL); c.cfg.now().Sub(sent) >= validity {
+	if valid := validity(req.TTL); c.cfg.now().Sub(sent) >= valid {
 		// Granted, but the answer took longer than the lease is valid: the
 		// lock may already have expired for everyone else. Never hand out a
 		// lease that is over before it starts.
 		c.releaseInBackground(req.Key, req.ID)
 		return nil, 0, wrapBackend("lock", req.Key, fmt.Errorf("%w: took %v, validity %v",
-			errTooSlow, c.cfg.now().Sub(sent).Round(time.Millisecond), validity))
+			errTooSlow, c.cfg.now().Sub(sent).Round(time.Millisecond), valid))
 	}
 	l := &Lease{c: c, key: req.Key, id: req.ID, token: res.Token, ttl: req.TTL, owner: req.Owner}
 	l.ctx, l.cancel = context.WithCancelCause(context.WithoutCancel(ctx))

@@ -106,7 +106,7 @@ func (l *Lease) Unlock(ctx context.Context) error {
 	l.c.watchdog.remove(l)
 	l.end(ErrReleased)
 
-	res, err := l.c.drv.Release(ctx, driver.ReleaseRequest{Key: l.key, ID: l.id, Token: l.token})
+	res, err := l.c.drv.Release(ctx, driver.ReleaseRequest{Key: l.key, ID: l.id})
 	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()

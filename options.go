@@ -34,6 +34,10 @@ const (
 // possibly a little late, never early).
 func Drift(ttl time.Duration) time.Duration { return ttl/100 + 2*time.Millisecond }
 
+// validity is how long a lease may be believed held after its acquire or
+// renew request was sent.
+func validity(ttl time.Duration) time.Duration { return ttl - Drift(ttl) }
+
 // Option configures a Client.
 type Option func(*clientConfig) error
 

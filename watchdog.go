@@ -75,7 +75,7 @@ func newWatchdog(c *Client) *watchdog {
 // reports false if the watchdog has stopped.
 func (w *watchdog) add(l *Lease, sent time.Time, renew bool) bool {
 	st := &l.watch
-	st.deadline = sent.Add(l.ttl - Drift(l.ttl))
+	st.deadline = sent.Add(validity(l.ttl))
 	if renew {
 		st.next = sent.Add(l.ttl / 3)
 	}
@@ -240,7 +240,7 @@ func (w *watchdog) apply(r renewal) {
 			// Short TTLs need their retries inside the validity window.
 			st.next = minTime(now.Add(min(w.c.cfg.retryDelay, l.ttl/6)), st.deadline)
 		case r.held[i]:
-			st.deadline = r.sent.Add(l.ttl - Drift(l.ttl))
+			st.deadline = r.sent.Add(validity(l.ttl))
 			st.next = r.sent.Add(l.ttl / 3)
 		default:
 			heap.Remove(&w.h, st.index)

@@ -49,9 +49,8 @@ type AcquireResult struct {
 
 // ReleaseRequest asks to release Key if it is still held by ID.
 type ReleaseRequest struct {
-	Key   string
-	ID    string
-	Token uint64
+	Key string
+	ID  string
 }
 
 // ReleaseResult is the outcome of a release.
