@@ -110,7 +110,10 @@ type Watcher interface {
 
 // LockInfo is what an operator sees about a held lock.
 type LockInfo struct {
-	Key   string        `json:"key"`
+	Key string `json:"key"`
+	// Token is the latest fencing token issued for Key: the holder's, or
+	// higher if the store counts attempts made since (the Redis driver does).
+	// Fencing off tokens up to it always fences off the holder.
 	Token uint64        `json:"token"`
 	Owner Owner         `json:"owner"`
 	Since time.Time     `json:"since"`  // acquisition time, by the holder's clock
@@ -125,6 +128,7 @@ type Inspector interface {
 	// List returns every held lock whose key starts with prefix.
 	List(ctx context.Context, prefix string) ([]LockInfo, error)
 	// ForceRelease frees the lock whoever holds it and wakes waiters. It
-	// returns the broken holder's token, or ok=false if the lock was free.
+	// returns the latest token issued (as LockInfo.Token), or ok=false if the
+	// lock was free.
 	ForceRelease(ctx context.Context, key string) (token uint64, ok bool, err error)
 }

@@ -4,21 +4,22 @@
 //
 // Data layout, for a lock named NAME and the default prefix "dlock:":
 //
-//	dlock:{NAME}            held: "<id>:<token>:<since ms>:<owner JSON>", expiring with the lock;
-//	                        released: "~<id>:" for a minute, so a retried release is recognised
-//	dlock:{NAME}:fence      last fencing token issued (kept: tokens must never repeat)
+//	dlock:{NAME}            "<id>:<since ms>:<owner JSON>" while held, expiring with the lock
+//	dlock:{NAME}:fence      hash: n = fencing counter, the latest token issued (kept, so
+//	                        tokens never repeat); r = "<id>:" of the last owner to release
 //	dlock:{NAME}:released   pub/sub channel that wakes waiters
 //
 // The {NAME} hash tag puts all of a lock's keys in one Cluster slot, so each
-// operation is one script call on one node.
+// operation is one script call or one MULTI transaction on one node.
 package redisdriver
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
-	"time"
+	"sync/atomic"
 
 	"github.com/dlockio/dlock/driver"
 	"github.com/redis/go-redis/v9"
@@ -27,18 +28,13 @@ import (
 // DefaultPrefix starts every key and channel dlock writes.
 const DefaultPrefix = "dlock:"
 
-// DefaultReleaseMemory is how long a released lock remembers its last
-// holder: a client that retries Unlock after losing the reply within this
-// time is told the lock was released rather than "not held" (unless another
-// owner has taken and released the lock in between).
-const DefaultReleaseMemory = time.Minute
-
 // Driver implements driver.Driver and driver.Inspector on Redis.
 type Driver struct {
-	rdb           redis.UniversalClient
-	cluster       *redis.ClusterClient // non-nil in Cluster mode: batches are grouped by slot
-	prefix        string
-	releaseMemory time.Duration
+	rdb        redis.UniversalClient
+	cluster    *redis.ClusterClient // non-nil in Cluster mode: batches are grouped by slot
+	prefix     string
+	known      *nameSet // lock names whose fencing counter exists
+	ownerCache atomic.Pointer[ownerEncoding]
 }
 
 var (
@@ -60,25 +56,13 @@ func WithPrefix(prefix string) Option {
 	}
 }
 
-// WithReleaseMemory sets how long a release is remembered for retried
-// Unlock calls. Default DefaultReleaseMemory.
-func WithReleaseMemory(d time.Duration) Option {
-	return func(dr *Driver) error {
-		if d < time.Millisecond {
-			return fmt.Errorf("%w: release memory %v", driver.ErrInvalid, d)
-		}
-		dr.releaseMemory = d
-		return nil
-	}
-}
-
 // New returns a Driver using rdb. The caller keeps ownership of rdb and
 // closes it after the dlock Client.
 func New(rdb redis.UniversalClient, opts ...Option) (*Driver, error) {
 	if rdb == nil || isNilClient(rdb) {
 		return nil, fmt.Errorf("%w: nil redis client", driver.ErrInvalid)
 	}
-	d := &Driver{rdb: rdb, prefix: DefaultPrefix, releaseMemory: DefaultReleaseMemory}
+	d := &Driver{rdb: rdb, prefix: DefaultPrefix, known: newNameSet()}
 	d.cluster, _ = rdb.(*redis.ClusterClient)
 	for _, o := range opts {
 		if o == nil {
@@ -119,26 +103,10 @@ func (d *Driver) nameFromChannel(ch string) (string, bool) {
 	return strings.CutSuffix(s, "}:released")
 }
 
-// Acquire implements driver.Driver.
-func (d *Driver) Acquire(ctx context.Context, req driver.AcquireRequest) (driver.AcquireResult, error) {
-	v, err := acquireScript.Run(ctx, d.rdb, []string{d.lockKey(req.Key), d.fenceKey(req.Key)},
-		req.ID, req.TTL.Milliseconds(), ownerJSON(req.Owner), time.Now().UnixMilli()).Int64Slice()
-	if err != nil {
-		return driver.AcquireResult{}, err
-	}
-	if len(v) != 2 {
-		return driver.AcquireResult{}, fmt.Errorf("acquire script: unexpected reply %v", v)
-	}
-	if v[0] == 1 {
-		return driver.AcquireResult{Acquired: true, Token: uint64(v[1])}, nil
-	}
-	return driver.AcquireResult{RetryAfter: time.Duration(v[1]) * time.Millisecond}, nil
-}
-
 // Release implements driver.Driver.
 func (d *Driver) Release(ctx context.Context, req driver.ReleaseRequest) (driver.ReleaseResult, error) {
-	n, err := releaseScript.Run(ctx, d.rdb, []string{d.lockKey(req.Key)},
-		idPrefix(req.ID), d.releaseMemory.Milliseconds(), d.channel(req.Key)).Int64()
+	n, err := releaseScript.Run(ctx, d.rdb, []string{d.lockKey(req.Key), d.fenceKey(req.Key)},
+		idPrefix(req.ID), d.channel(req.Key)).Int64()
 	if err != nil {
 		return 0, err
 	}
@@ -153,20 +121,24 @@ func (d *Driver) Release(ctx context.Context, req driver.ReleaseRequest) (driver
 	return 0, fmt.Errorf("release script: unexpected reply %d", n)
 }
 
-// ForceRelease implements driver.Inspector.
+// ForceRelease implements driver.Inspector. The token it returns is the
+// latest the fencing counter issued (see Inspect).
 func (d *Driver) ForceRelease(ctx context.Context, key string) (uint64, bool, error) {
-	v, err := forceReleaseScript.Run(ctx, d.rdb, []string{d.lockKey(key)}, d.channel(key)).Text()
+	v, err := forceReleaseScript.Run(ctx, d.rdb, []string{d.lockKey(key), d.fenceKey(key)}, d.channel(key)).StringSlice()
 	if errors.Is(err, redis.Nil) {
 		return 0, false, nil
 	}
 	if err != nil {
 		return 0, false, err
 	}
-	var info driver.LockInfo
-	if err := parseValue(v, &info); err != nil {
-		return 0, true, err
+	if len(v) != 2 {
+		return 0, true, fmt.Errorf("force release script: unexpected reply %q", v)
 	}
-	return info.Token, true, nil
+	token, err := strconv.ParseUint(v[1], 10, 64)
+	if err != nil {
+		return 0, true, fmt.Errorf("malformed fencing counter %q: %w", v[1], err)
+	}
+	return token, true, nil
 }
 
 // Close implements driver.Driver. The redis client is the caller's to close.

@@ -1,10 +1,11 @@
 -- Operator's break-glass release: free the lock whoever holds it.
--- KEYS[1] lock; ARGV[1] release channel
--- Returns the broken holder's lock value, or nil when the lock was free.
+-- KEYS[1] lock, KEYS[2] fence hash; ARGV[1] release channel
+-- Returns {broken holder's lock value, latest token issued}, or false when
+-- the lock was free.
 local v = redis.call('GET', KEYS[1])
-if not v or string.byte(v, 1) == 126 then -- free, or released ('~')
+if not v then
   return false
 end
 redis.call('DEL', KEYS[1])
 redis.call('PUBLISH', ARGV[1], '')
-return v
+return {v, redis.call('HGET', KEYS[2], 'n') or '0'}

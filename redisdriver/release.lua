@@ -1,18 +1,19 @@
 -- Release the lock if it is still ours and wake waiters.
--- KEYS[1] lock
--- ARGV[1] owner id .. ':', ARGV[2] release memory ms, ARGV[3] release channel
+-- KEYS[1] lock, KEYS[2] fence hash
+-- ARGV[1] owner id .. ':', ARGV[2] release channel
 -- Returns 1 released, 2 released earlier by this owner (a retry), 0 not held.
 --
--- Instead of deleting the key, leave "~<id>:" in it for ARGV[2] ms: acquire
--- treats it as free, and a retry of this release (its reply lost) finds it
--- and answers "released" instead of "not held". One SET does both jobs.
+-- The releasing owner's id is left in the fence hash (field r), so a retry
+-- of this release whose first reply was lost answers "released", not "not
+-- held". It stays until the lock's next release.
 local v = redis.call('GET', KEYS[1])
 if v and string.sub(v, 1, #ARGV[1]) == ARGV[1] then
-  redis.call('SET', KEYS[1], '~' .. ARGV[1], 'PX', ARGV[2])
-  redis.call('PUBLISH', ARGV[3], '')
+  redis.call('DEL', KEYS[1])
+  redis.call('HSET', KEYS[2], 'r', ARGV[1])
+  redis.call('PUBLISH', ARGV[2], '')
   return 1
 end
-if v == '~' .. ARGV[1] then
+if redis.call('HGET', KEYS[2], 'r') == ARGV[1] then
   return 2
 end
 return 0

@@ -25,8 +25,9 @@ const inspectTimeout = 10 * time.Second
 
 const statusUsage = `Usage: dlock status [--json] KEY
 
-Shows who holds the lock KEY: its fencing token, the holder's host, pid and
-meta text, how long it has been held and how long its TTL has left.
+Shows who holds the lock KEY: the latest fencing token issued for it (the
+holder's, or higher if others have tried to take the lock since), the
+holder's host, pid and meta text, how long it has been held and how long its TTL has left.
 Exit status 0 when held, 1 when free.
 ` + jsonHelp
 
@@ -39,7 +40,8 @@ const jsonHelp = `
 --json prints one object per lock (list: an array of them, [] when none):
   key          lock name
   held         true when held (status of a free lock: {"key": ..., "held": false})
-  token        fencing token (integer, below 2^53)
+  token        latest fencing token issued for the lock: the holder's, or
+               higher after others' attempts (integer, below 2^53)
   host, pid    the holder's host name and process id
   meta         the holder's free text ("" when none)
   since        acquisition time, RFC 3339 in UTC, by the holder's clock
@@ -49,8 +51,9 @@ const jsonHelp = `
 
 const unlockUsage = `Usage: dlock unlock --force KEY
 
-Breaks the lock KEY whoever holds it and prints the broken holder's fencing
-token. The holder finds out at its next renewal (within a third of its TTL):
+Breaks the lock KEY whoever holds it and prints the latest fencing token
+issued for it: the broken holder's token is at most that, so a resource that
+rejects tokens up to it is safe from the broken holder. The holder finds out at its next renewal (within a third of its TTL):
 its lease ends as lost, and a 'dlock run' holding it terminates its command
 and exits 76. Exit status 1 when the lock was free.
 `
@@ -259,7 +262,7 @@ func holderSummary(ctx context.Context, insp inspector, key string) string {
 	if err != nil || !held {
 		return ""
 	}
-	return fmt.Sprintf(" (holder: %s pid %d, token %d, ttl left %s)",
+	return fmt.Sprintf(" (holder: %s pid %d, latest token %d, ttl left %s)",
 		info.Owner.Host, info.Owner.PID, info.Token, roundDur(info.TTL))
 }
 

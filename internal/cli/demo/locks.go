@@ -104,6 +104,7 @@ type dlockLocker struct {
 	c    *dlock.Client
 	insp driver.Inspector
 	ttl  time.Duration
+	meta string // owner metadata naming this instance
 }
 
 func newDlockLocker(rdb redis.UniversalClient, prefix, name string, ttl time.Duration) (*dlockLocker, error) {
@@ -111,13 +112,14 @@ func newDlockLocker(rdb redis.UniversalClient, prefix, name string, ttl time.Dur
 	if err != nil {
 		return nil, err
 	}
+	meta := "dlock demo " + name
 	c, err := dlock.New(drv,
 		dlock.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))), // the demo reports losses itself
-		dlock.WithOwnerMeta("dlock demo "+name))
+		dlock.WithOwnerMeta(meta))
 	if err != nil {
 		return nil, err
 	}
-	return &dlockLocker{rdb: rdb, c: c, insp: drv, ttl: ttl}, nil
+	return &dlockLocker{rdb: rdb, c: c, insp: drv, ttl: ttl, meta: meta}, nil
 }
 
 func (d *dlockLocker) acquire(ctx context.Context, key string) (hold, error) {
@@ -144,7 +146,8 @@ func (h *dlockHold) lost() bool               { return errors.Is(h.l.Err(), dloc
 
 func (h *dlockHold) release(ctx context.Context) (bool, bool, error) {
 	// Look first: a release that reports success while the store showed
-	// another holder would have deleted that holder's lock.
+	// another instance holding the lock would have deleted that instance's
+	// lock. (An instance has one worker, so its only hold is this one.)
 	before, held, err := h.d.insp.Inspect(ctx, h.l.Key())
 	if err != nil {
 		return false, false, err
@@ -154,5 +157,5 @@ func (h *dlockHold) release(ctx context.Context) (bool, bool, error) {
 	if err != nil && !refused {
 		return false, false, err
 	}
-	return err == nil && held && before.Token != h.l.Token(), refused, nil
+	return err == nil && held && before.Owner.Meta != h.d.meta, refused, nil
 }

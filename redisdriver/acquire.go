@@ -1,0 +1,131 @@
+package redisdriver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/dlockio/dlock/driver"
+	"github.com/redis/go-redis/v9"
+)
+
+// Acquire implements driver.Driver.
+//
+// A lock name this driver has acquired before is taken with one MULTI
+// transaction of plain commands — SET NX PX, HINCRBY of the fencing
+// counter, PTTL, GET — instead of a script: on Redis 7 a script call costs
+// the server several microseconds before it runs anything, and a write with
+// an expiry inside a script several more. The transaction increments the
+// counter even when the lock is busy; tokens still strictly increase from
+// one holder to the next, because a holder's increment runs before its
+// release, and the next holder's after its own SET. A new name (or one the
+// driver has forgotten) goes through acquire.lua, which also seeds a
+// missing counter in the same round trip.
+//
+// Both paths treat a lock that holds exactly this request's value as
+// acquired: go-redis retries a command whose reply was lost, and the retry
+// must not report our own lock as busy.
+func (d *Driver) Acquire(ctx context.Context, req driver.AcquireRequest) (driver.AcquireResult, error) {
+	value := req.ID + ":" + strconv.FormatInt(time.Now().UnixMilli(), 10) + ":" + d.ownerJSON(req.Owner)
+	return d.acquire(ctx, req, value)
+}
+
+// acquire is Acquire with the lock value given, so tests can send the same
+// request twice, as a client library's retry does.
+func (d *Driver) acquire(ctx context.Context, req driver.AcquireRequest, value string) (driver.AcquireResult, error) {
+	lock, fence := d.lockKey(req.Key), d.fenceKey(req.Key)
+	if !d.known.has(req.Key) {
+		res, err := d.acquireByScript(ctx, lock, fence, value, req.TTL)
+		if err == nil {
+			d.known.add(req.Key)
+		}
+		return res, err
+	}
+	var incr *redis.IntCmd
+	var pttl *redis.DurationCmd
+	var get *redis.StringCmd
+	_, err := d.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.SetNX(ctx, lock, value, req.TTL)
+		incr = p.HIncrBy(ctx, fence, "n", 1)
+		pttl = p.PTTL(ctx, lock)
+		get = p.Get(ctx, lock)
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) { // Nil: the lock expired meanwhile
+		return driver.AcquireResult{}, err
+	}
+	if get.Val() != value {
+		return driver.AcquireResult{RetryAfter: max(pttl.Val(), 0)}, nil
+	}
+	token := incr.Val()
+	if token >= unseeded {
+		return driver.AcquireResult{Acquired: true, Token: uint64(token)}, nil
+	}
+	// The counter was lost since this driver last saw it: seed it (one more
+	// round trip, only after a restart, failover or eviction).
+	t, err := seedScript.Run(ctx, d.rdb, []string{lock, fence}, idPrefix(req.ID)).Int64()
+	if errors.Is(err, redis.Nil) {
+		return driver.AcquireResult{}, errors.New("lock lost while seeding its fencing counter")
+	}
+	if err != nil {
+		return driver.AcquireResult{}, err
+	}
+	return driver.AcquireResult{Acquired: true, Token: uint64(t)}, nil
+}
+
+func (d *Driver) acquireByScript(ctx context.Context, lock, fence, value string, ttl time.Duration) (driver.AcquireResult, error) {
+	v, err := acquireScript.Run(ctx, d.rdb, []string{lock, fence}, value, ttl.Milliseconds()).Int64Slice()
+	if err != nil {
+		return driver.AcquireResult{}, err
+	}
+	if len(v) != 2 {
+		return driver.AcquireResult{}, fmt.Errorf("acquire script: unexpected reply %v", v)
+	}
+	if v[0] == 1 {
+		return driver.AcquireResult{Acquired: true, Token: uint64(v[1])}, nil
+	}
+	return driver.AcquireResult{RetryAfter: max(time.Duration(v[1])*time.Millisecond, 0)}, nil
+}
+
+// maxKnownNames bounds the memory of nameSet.
+const maxKnownNames = 4096
+
+// nameSet remembers lock names the driver has acquired (or found held), so
+// that their fencing counter exists and their next acquisition can use the
+// transaction. It is only a hint: the transaction notices a lost counter by
+// itself. Names are kept as 64-bit hashes; a collision merely sends a new
+// name down the transaction path, which then seeds its counter.
+type nameSet struct {
+	seed maphash.Seed
+	mu   sync.Mutex
+	m    map[uint64]struct{}
+}
+
+func newNameSet() *nameSet {
+	return &nameSet{seed: maphash.MakeSeed(), m: make(map[uint64]struct{})}
+}
+
+func (s *nameSet) has(name string) bool {
+	h := maphash.String(s.seed, name)
+	s.mu.Lock()
+	_, ok := s.m[h]
+	s.mu.Unlock()
+	return ok
+}
+
+func (s *nameSet) add(name string) {
+	h := maphash.String(s.seed, name)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.m) >= maxKnownNames {
+		for k := range s.m { // forget an arbitrary name
+			delete(s.m, k)
+			break
+		}
+	}
+	s.m[h] = struct{}{}
+}
