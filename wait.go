@@ -58,6 +58,7 @@ func (c *Client) wait(ctx context.Context, req driver.AcquireRequest, lc lockCon
 	defer c.waits.leave(req.Key, w)
 	timer := time.NewTimer(0)
 	defer timer.Stop()
+	req.Waiting = true
 	for {
 		// Attempt after joining: a release between the first attempt and the
 		// subscription would otherwise go unnoticed for a whole TTL.

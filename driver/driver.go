@@ -32,6 +32,9 @@ type AcquireRequest struct {
 	ID    string        // random per-acquisition owner id (128 bits, hex)
 	TTL   time.Duration // time-to-live of the lock in the store
 	Owner Owner
+	// Waiting is set when the caller waits if the lock is busy, and so
+	// needs AcquireResult.RetryAfter; otherwise a driver may leave it zero.
+	Waiting bool
 }
 
 // AcquireResult is the outcome of one attempt.

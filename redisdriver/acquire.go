@@ -15,16 +15,18 @@ import (
 
 // Acquire implements driver.Driver.
 //
-// A lock name this driver has acquired before is taken with one MULTI
-// transaction of plain commands — SET NX PX, HINCRBY of the fencing
-// counter, PTTL, GET — instead of a script: on Redis 7 a script call costs
-// the server several microseconds before it runs anything, and a write with
-// an expiry inside a script several more. The transaction increments the
-// counter even when the lock is busy; tokens still strictly increase from
-// one holder to the next, because a holder's increment runs before its
-// release, and the next holder's after its own SET. A new name (or one the
-// driver has forgotten) goes through acquire.lua, which also seeds a
-// missing counter in the same round trip.
+// A lock name this driver has acquired before is taken with one pipeline
+// of plain commands — SET NX PX, INCR of the fencing counter, GET, and PTTL
+// when the caller will wait — instead of a script: on Redis 7 a script call costs the server a few
+// microseconds before it runs anything, and a write with an expiry inside a
+// script a few more. The pipeline increments the counter even when the lock
+// is busy; tokens still strictly increase from one holder to the next,
+// because a holder's INCR runs before its release, and the next holder's
+// after its own SET. On one server the commands of a pipeline run in order;
+// in Cluster mode they are wrapped in MULTI/EXEC, because a slot migration
+// could otherwise redirect the SET to another node and run it after the
+// INCR. A new name (or one the driver has forgotten) goes through
+// acquire.lua, which also seeds a missing counter in the same round trip.
 //
 // Both paths treat a lock that holds exactly this request's value as
 // acquired: go-redis retries a command whose reply was lost, and the retry
@@ -48,18 +50,28 @@ func (d *Driver) acquire(ctx context.Context, req driver.AcquireRequest, value s
 	var incr *redis.IntCmd
 	var pttl *redis.DurationCmd
 	var get *redis.StringCmd
-	_, err := d.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+	pipelined := d.rdb.Pipelined
+	if d.cluster != nil {
+		pipelined = d.rdb.TxPipelined
+	}
+	_, err := pipelined(ctx, func(p redis.Pipeliner) error {
 		p.SetNX(ctx, lock, value, req.TTL)
-		incr = p.HIncrBy(ctx, fence, "n", 1)
-		pttl = p.PTTL(ctx, lock)
+		incr = p.Incr(ctx, fence)
 		get = p.Get(ctx, lock)
+		if req.Waiting {
+			pttl = p.PTTL(ctx, lock)
+		}
 		return nil
 	})
 	if err != nil && !errors.Is(err, redis.Nil) { // Nil: the lock expired meanwhile
 		return driver.AcquireResult{}, err
 	}
 	if get.Val() != value {
-		return driver.AcquireResult{RetryAfter: max(pttl.Val(), 0)}, nil
+		var retry time.Duration
+		if pttl != nil {
+			retry = max(pttl.Val(), 0)
+		}
+		return driver.AcquireResult{RetryAfter: retry}, nil
 	}
 	token := incr.Val()
 	if token >= unseeded {

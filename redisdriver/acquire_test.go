@@ -48,8 +48,8 @@ func mustRelease(t *testing.T, d *Driver, key, id string) {
 	}
 }
 
-// The first acquisition of a name runs the script; later ones are a MULTI
-// transaction of plain commands and run no script at all.
+// The first acquisition of a name runs the script; later ones are a
+// pipeline of plain commands and run no script at all.
 func TestKnownNamesAcquireWithoutScript(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
@@ -59,14 +59,14 @@ func TestKnownNamesAcquireWithoutScript(t *testing.T) {
 	}
 	first := mustAcquire(t, d, "k", "a")
 	mustRelease(t, d, "k", "a")
-	before := calls(t, rdb, "evalsha", "eval", "exec", "hincrby")
+	before := calls(t, rdb, "evalsha", "eval", "incr")
 	second := mustAcquire(t, d, "k", "b")
-	after := calls(t, rdb, "evalsha", "eval", "exec", "hincrby")
+	after := calls(t, rdb, "evalsha", "eval", "incr")
 	if after["evalsha"] != before["evalsha"] || after["eval"] != before["eval"] {
 		t.Errorf("second acquisition ran a script: %v -> %v", before, after)
 	}
-	if after["exec"] != before["exec"]+1 || after["hincrby"] != before["hincrby"]+1 {
-		t.Errorf("second acquisition: want one MULTI/EXEC with one HINCRBY, stats %v -> %v", before, after)
+	if after["incr"] != before["incr"]+1 {
+		t.Errorf("second acquisition: want one INCR, stats %v -> %v", before, after)
 	}
 	if second != first+1 {
 		t.Errorf("tokens %d then %d, want consecutive", first, second)
@@ -77,8 +77,8 @@ func TestKnownNamesAcquireWithoutScript(t *testing.T) {
 }
 
 // A busy lock is not taken by either path, reports the holder's remaining
-// TTL, and the holder's lock is untouched; the failed transaction still
-// moves the counter, and the next holder's token is above all of them.
+// TTL when the caller waits, and the holder's lock is untouched; the failed
+// pipelines still move the counter, and the next holder's token is above all of them.
 func TestBusyLockOnBothPaths(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
@@ -90,17 +90,25 @@ func TestBusyLockOnBothPaths(t *testing.T) {
 		if known {
 			d.known.add("k")
 		}
-		res, err := d.Acquire(ctx, driver.AcquireRequest{Key: "k", ID: "rival", TTL: time.Second})
+		res, err := d.Acquire(ctx, driver.AcquireRequest{Key: "k", ID: "rival", TTL: time.Second, Waiting: true})
 		if err != nil || res.Acquired || res.RetryAfter <= 9*time.Second || res.RetryAfter > 10*time.Second {
 			t.Fatalf("known=%v: busy lock answered %+v, %v; want not acquired, retry after about 10s", known, res, err)
 		}
+	}
+	// A caller that will not wait is spared the PTTL on the pipeline path.
+	d, _ := New(rdb)
+	d.known.add("k")
+	before := calls(t, rdb, "pttl")
+	res, err := d.Acquire(ctx, driver.AcquireRequest{Key: "k", ID: "rival", TTL: time.Second})
+	if err != nil || res.Acquired || res.RetryAfter != 0 || calls(t, rdb, "pttl")["pttl"] != before["pttl"] {
+		t.Fatalf("busy lock, not waiting: %+v, %v, pttl calls %v -> %v", res, err, before, calls(t, rdb, "pttl"))
 	}
 	if v := rdb.Get(ctx, "dlock:{k}").Val(); !strings.HasPrefix(v, "holder:") {
 		t.Fatalf("holder's lock value became %q", v)
 	}
 	mustRelease(t, holder, "k", "holder")
-	if next := mustAcquire(t, holder, "k", "next"); next <= tok+1 {
-		t.Fatalf("next holder's token %d, want above %d (the holder's %d plus the failed attempt)", next, tok+1, tok)
+	if next := mustAcquire(t, holder, "k", "next"); next <= tok+2 {
+		t.Fatalf("next holder's token %d, want above %d (the holder's %d plus two failed attempts)", next, tok+2, tok)
 	}
 }
 
@@ -124,7 +132,7 @@ func TestLostCounterIsReseededOnBothPaths(t *testing.T) {
 		if tok <= last {
 			t.Fatalf("path %d: token %d after the counter was lost, want above %d", i, tok, last)
 		}
-		if got, _ := rdb.HGet(ctx, "dlock:{k}:fence", "n").Uint64(); got != tok {
+		if got, _ := rdb.Get(ctx, "dlock:{k}:fence").Uint64(); got != tok {
 			t.Fatalf("path %d: counter %d, token %d", i, got, tok)
 		}
 		mustRelease(t, d, "k", "b")
@@ -139,14 +147,14 @@ func TestSeedScriptChecksOwnership(t *testing.T) {
 	ctx := context.Background()
 	d, _ := New(rdb)
 	mustAcquire(t, d, "k", "a")
-	if err := rdb.HSet(ctx, "dlock:{k}:fence", "n", 3).Err(); err != nil {
+	if err := rdb.Set(ctx, "dlock:{k}:fence", 3, 0).Err(); err != nil {
 		t.Fatal(err)
 	}
 	err := seedScript.Run(ctx, rdb, []string{"dlock:{k}", "dlock:{k}:fence"}, idPrefix("b")).Err()
 	if err != redis.Nil {
 		t.Fatalf("seed by a non-holder: %v, want nil reply", err)
 	}
-	if v := rdb.HGet(ctx, "dlock:{k}:fence", "n").Val(); v != "3" {
+	if v := rdb.Get(ctx, "dlock:{k}:fence").Val(); v != "3" {
 		t.Fatalf("a non-holder's seed changed the counter to %s", v)
 	}
 	tok, err := seedScript.Run(ctx, rdb, []string{"dlock:{k}", "dlock:{k}:fence"}, idPrefix("a")).Int64()

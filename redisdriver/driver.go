@@ -5,8 +5,8 @@
 // Data layout, for a lock named NAME and the default prefix "dlock:":
 //
 //	dlock:{NAME}            "<id>:<since ms>:<owner JSON>" while held, expiring with the lock
-//	dlock:{NAME}:fence      hash: n = fencing counter, the latest token issued (kept, so
-//	                        tokens never repeat); r = "<id>:" of the last owner to release
+//	dlock:{NAME}:fence      fencing counter: the latest token issued (kept, so tokens never repeat)
+//	dlock:{NAME}:last       the last released lock's value, for as long as its TTL had left
 //	dlock:{NAME}:released   pub/sub channel that wakes waiters
 //
 // The {NAME} hash tag puts all of a lock's keys in one Cluster slot, so each
@@ -92,6 +92,7 @@ func (d *Driver) lockKey(name string) string { return d.prefix + "{" + name + "}
 func (d *Driver) fenceKey(name string) string {
 	return d.lockKey(name) + ":fence"
 }
+func (d *Driver) lastKey(name string) string { return d.lockKey(name) + ":last" }
 func (d *Driver) channel(name string) string { return d.lockKey(name) + ":released" }
 
 // nameFromChannel inverts channel; ok is false for foreign channels.
@@ -105,7 +106,7 @@ func (d *Driver) nameFromChannel(ch string) (string, bool) {
 
 // Release implements driver.Driver.
 func (d *Driver) Release(ctx context.Context, req driver.ReleaseRequest) (driver.ReleaseResult, error) {
-	n, err := releaseScript.Run(ctx, d.rdb, []string{d.lockKey(req.Key), d.fenceKey(req.Key)},
+	n, err := releaseScript.Run(ctx, d.rdb, []string{d.lockKey(req.Key), d.lastKey(req.Key)},
 		idPrefix(req.ID), d.channel(req.Key)).Int64()
 	if err != nil {
 		return 0, err

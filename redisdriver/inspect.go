@@ -25,7 +25,7 @@ func (d *Driver) Inspect(ctx context.Context, key string) (driver.LockInfo, bool
 	_, err := d.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		get = p.Get(ctx, k)
 		pttl = p.PTTL(ctx, k)
-		fence = p.HGet(ctx, d.fenceKey(key), "n")
+		fence = p.Get(ctx, d.fenceKey(key))
 		return nil
 	})
 	if err != nil && !errors.Is(err, redis.Nil) {
