@@ -104,24 +104,6 @@ func (d *Driver) nameFromChannel(ch string) (string, bool) {
 	return strings.CutSuffix(s, "}:released")
 }
 
-// Release implements driver.Driver.
-func (d *Driver) Release(ctx context.Context, req driver.ReleaseRequest) (driver.ReleaseResult, error) {
-	n, err := releaseScript.Run(ctx, d.rdb, []string{d.lockKey(req.Key), d.lastKey(req.Key)},
-		idPrefix(req.ID), d.channel(req.Key)).Int64()
-	if err != nil {
-		return 0, err
-	}
-	switch n {
-	case 1:
-		return driver.Released, nil
-	case 2:
-		return driver.AlreadyReleased, nil
-	case 0:
-		return driver.NotHeld, nil
-	}
-	return 0, fmt.Errorf("release script: unexpected reply %d", n)
-}
-
 // ForceRelease implements driver.Inspector. The token it returns is the
 // latest the fencing counter issued (see Inspect).
 func (d *Driver) ForceRelease(ctx context.Context, key string) (uint64, bool, error) {

@@ -1,6 +1,7 @@
 -- Release the lock if it is still ours and wake waiters.
 -- KEYS[1] lock, KEYS[2] last released lock
--- ARGV[1] owner id .. ':', ARGV[2] release channel
+-- ARGV[1] owner id .. ':', ARGV[2] release channel, or '' when the caller
+-- publishes itself (see release.go)
 -- Returns 1 released, 2 released earlier by this owner (a retry), 0 not held.
 --
 -- RENAME frees the lock and keeps its value, with the lock's remaining
@@ -10,7 +11,9 @@
 local v = redis.call('GET', KEYS[1])
 if v and string.sub(v, 1, #ARGV[1]) == ARGV[1] then
   redis.call('RENAME', KEYS[1], KEYS[2])
-  redis.call('PUBLISH', ARGV[2], '')
+  if ARGV[2] ~= '' then
+    redis.call('PUBLISH', ARGV[2], '')
+  end
   return 1
 end
 v = redis.call('GET', KEYS[2])
