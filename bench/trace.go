@@ -180,7 +180,7 @@ func handoffBreakdown() *table {
 		slices.Sort(d)
 		t.add(name, fmtDur(percentile(d, 0.5)), fmtDur(percentile(d, 0.9)))
 	}
-	row("Unlock: release script round trip", rel)
+	row("Unlock: release round trip", rel)
 	row("release sent → first waiter's client gets the notification", notify)
 	row("notification → winning acquire sent", wake)
 	row("winning acquire round trip", acq)
