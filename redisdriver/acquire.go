@@ -17,9 +17,9 @@ import (
 //
 // A lock name this driver has acquired before is taken with one pipeline
 // of plain commands — SET NX PX, INCR of the fencing counter, GET, and PTTL
-// when the caller will wait — instead of a script: on Redis 7 a script call costs the server a few
-// microseconds before it runs anything, and a write with an expiry inside a
-// script a few more. The pipeline increments the counter even when the lock
+// when the caller will wait — instead of a script: on Redis 7 a script call
+// costs the server a few microseconds before it runs anything, and every
+// redis.call inside it, writes with an expiry most, a few more. The pipeline increments the counter even when the lock
 // is busy; tokens still strictly increase from one holder to the next,
 // because a holder's INCR runs before its release, and the next holder's
 // after its own SET. On one server the commands of a pipeline run in order;
@@ -108,9 +108,9 @@ const maxKnownNames = 4096
 
 // nameSet remembers lock names the driver has acquired (or found held), so
 // that their fencing counter exists and their next acquisition can use the
-// transaction. It is only a hint: the transaction notices a lost counter by
+// pipeline. It is only a hint: the pipeline notices a lost counter by
 // itself. Names are kept as 64-bit hashes; a collision merely sends a new
-// name down the transaction path, which then seeds its counter.
+// name down the pipeline path, which then seeds its counter.
 type nameSet struct {
 	seed maphash.Seed
 	mu   sync.Mutex

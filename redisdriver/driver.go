@@ -10,7 +10,7 @@
 //	dlock:{NAME}:released   pub/sub channel that wakes waiters
 //
 // The {NAME} hash tag puts all of a lock's keys in one Cluster slot, so each
-// operation is one script call or one MULTI transaction on one node.
+// operation is one script call or one pipeline on one node.
 package redisdriver
 
 import (
