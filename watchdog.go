@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/dlockio/dlock/driver"
@@ -31,6 +32,7 @@ type watchdog struct {
 	wakeAt  time.Time // when the loop will wake next; add kicks only if earlier
 
 	kick    chan struct{} // a lease was added: recompute the next wake-up
+	wakeups atomic.Int64  // loop iterations, for tests of how often add kicks
 	results chan renewal
 	stopCh  chan struct{}
 	loopWG  sync.WaitGroup
@@ -86,8 +88,13 @@ func (w *watchdog) add(l *Lease, sent time.Time, renew bool) bool {
 	}
 	heap.Push(&w.h, heapEntry{wake: st.wake(), l: l})
 	// Most leases are due after the one the loop already sleeps for; only
-	// wake the loop (a goroutine switch on the acquire path) if not.
+	// wake the loop (a goroutine switch on the acquire path) if not. The
+	// loop keeps this wake time even if the lease is gone by the time it
+	// runs (a short critical section), so the next add does not kick again.
 	early := st.wake().Before(w.wakeAt)
+	if early {
+		w.wakeAt = st.wake()
+	}
 	w.mu.Unlock()
 	if early {
 		select {
@@ -134,6 +141,7 @@ func (w *watchdog) loop() {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
+		w.wakeups.Add(1)
 		wait := w.tick(ctx)
 		timer.Reset(wait)
 		select {
@@ -175,9 +183,14 @@ func (w *watchdog) tick(ctx context.Context) time.Duration {
 		w.h.update(0)
 		due = append(due, l)
 	}
+	// With no leases, sleep until the wake time promised by the last kick
+	// if it is still ahead (see add), else for an hour.
 	wait := time.Hour
-	if len(w.h) > 0 {
+	switch {
+	case len(w.h) > 0:
 		wait = max(w.h[0].wake.Sub(now), 0)
+	case w.wakeAt.After(now):
+		wait = w.wakeAt.Sub(now)
 	}
 	w.wakeAt = now.Add(wait)
 	w.mu.Unlock()
