@@ -2,14 +2,12 @@ package dlock_test
 
 import (
 	"context"
-	"errors"
 	"runtime"
 	"strconv"
 	"sync/atomic"
 	"testing"
 
 	"github.com/dlockio/dlock"
-	"github.com/dlockio/dlock/driver"
 	"github.com/dlockio/dlock/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
@@ -97,50 +95,3 @@ func BenchmarkRawFloor(b *testing.B) {
 		}
 	}
 }
-
-// BenchmarkClientOverhead is dlock's own cost per TryLock+Unlock cycle —
-// lease, owner id, watchdog bookkeeping — measured against a driver that
-// does nothing, so the store's and the network's share is left out.
-func BenchmarkClientOverhead(b *testing.B) {
-	c, err := dlock.New(&nopDriver{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer c.Close()
-	ctx := context.Background()
-	b.ReportAllocs()
-	for b.Loop() {
-		l, err := c.TryLock(ctx, "k")
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := l.Unlock(ctx); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
-
-// nopDriver grants every lock at once; Watch is never called by TryLock.
-type nopDriver struct{ token atomic.Uint64 }
-
-func (d *nopDriver) Acquire(context.Context, driver.AcquireRequest) (driver.AcquireResult, error) {
-	return driver.AcquireResult{Acquired: true, Token: d.token.Add(1)}, nil
-}
-
-func (d *nopDriver) Release(context.Context, driver.ReleaseRequest) (driver.ReleaseResult, error) {
-	return driver.Released, nil
-}
-
-func (d *nopDriver) Renew(_ context.Context, reqs []driver.RenewRequest) ([]bool, error) {
-	held := make([]bool, len(reqs))
-	for i := range held {
-		held[i] = true
-	}
-	return held, nil
-}
-
-func (d *nopDriver) Watch(func(string)) (driver.Watcher, error) {
-	return nil, errors.New("nopDriver cannot watch")
-}
-
-func (d *nopDriver) Close() error { return nil }
