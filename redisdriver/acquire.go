@@ -63,7 +63,7 @@ func (d *Driver) acquire(ctx context.Context, req driver.AcquireRequest, value s
 		}
 		return nil
 	})
-	if err != nil && !errors.Is(err, redis.Nil) { // Nil: the lock expired meanwhile
+	if err != nil && !errors.Is(err, redis.Nil) { // Nil: GET found no lock (it was freed meanwhile)
 		return driver.AcquireResult{}, err
 	}
 	if get.Val() != value {

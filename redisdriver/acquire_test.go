@@ -31,6 +31,20 @@ func calls(t *testing.T, rdb *redis.Client, names ...string) map[string]int {
 	return got
 }
 
+// newDriver returns a Driver on rdb that has already acquired the given
+// names, so their next acquisition takes the pipeline path.
+func newDriver(t *testing.T, rdb redis.UniversalClient, known ...string) *Driver {
+	t.Helper()
+	d, err := New(rdb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range known {
+		d.known.add(name)
+	}
+	return d
+}
+
 func mustAcquire(t *testing.T, d *Driver, key, id string) uint64 {
 	t.Helper()
 	res, err := d.Acquire(context.Background(), driver.AcquireRequest{Key: key, ID: id, TTL: 10 * time.Second})
@@ -53,10 +67,7 @@ func mustRelease(t *testing.T, d *Driver, key, id string) {
 func TestKnownNamesAcquireWithoutScript(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
-	d, err := New(rdb)
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := newDriver(t, rdb)
 	first := mustAcquire(t, d, "k", "a")
 	mustRelease(t, d, "k", "a")
 	before := calls(t, rdb, "evalsha", "eval", "incr")
@@ -83,10 +94,10 @@ func TestBusyLockOnBothPaths(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
 	ctx := context.Background()
-	holder, _ := New(rdb)
+	holder := newDriver(t, rdb)
 	tok := mustAcquire(t, holder, "k", "holder")
 	for _, known := range []bool{false, true} {
-		d, _ := New(rdb)
+		d := newDriver(t, rdb)
 		if known {
 			d.known.add("k")
 		}
@@ -96,8 +107,7 @@ func TestBusyLockOnBothPaths(t *testing.T) {
 		}
 	}
 	// A caller that will not wait is spared the PTTL on the pipeline path.
-	d, _ := New(rdb)
-	d.known.add("k")
+	d := newDriver(t, rdb, "k")
 	before := calls(t, rdb, "pttl")
 	res, err := d.Acquire(ctx, driver.AcquireRequest{Key: "k", ID: "rival", TTL: time.Second})
 	if err != nil || res.Acquired || res.RetryAfter != 0 || calls(t, rdb, "pttl")["pttl"] != before["pttl"] {
@@ -118,12 +128,12 @@ func TestLostCounterIsReseededOnBothPaths(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
 	ctx := context.Background()
-	known, _ := New(rdb)
+	known := newDriver(t, rdb)
 	last := mustAcquire(t, known, "k", "a")
 	mustRelease(t, known, "k", "a")
 	for i, d := range []*Driver{known, nil} {
 		if d == nil {
-			d, _ = New(rdb) // a driver that has not seen the name: script path
+			d = newDriver(t, rdb) // a driver that has not seen the name: script path
 		}
 		if err := rdb.Del(ctx, "dlock:{k}:fence").Err(); err != nil {
 			t.Fatal(err)
@@ -145,7 +155,7 @@ func TestSeedScriptChecksOwnership(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
 	ctx := context.Background()
-	d, _ := New(rdb)
+	d := newDriver(t, rdb)
 	mustAcquire(t, d, "k", "a")
 	if err := rdb.Set(ctx, "dlock:{k}:fence", 3, 0).Err(); err != nil {
 		t.Fatal(err)
@@ -184,7 +194,7 @@ func TestRepeatedRequestStillAcquires(t *testing.T) {
 	rdb := srv.Client(t)
 	ctx := context.Background()
 	for _, known := range []bool{false, true} {
-		d, _ := New(rdb)
+		d := newDriver(t, rdb)
 		if known {
 			d.known.add("k")
 		}
@@ -210,7 +220,7 @@ func TestRepeatedRequestStillAcquires(t *testing.T) {
 // until another owner has released the lock since.
 func TestRepeatedReleaseIsRecognised(t *testing.T) {
 	srv := redistest.Start(t)
-	d, _ := New(srv.Client(t))
+	d := newDriver(t, srv.Client(t))
 	ctx := context.Background()
 	mustAcquire(t, d, "k", "a")
 	mustRelease(t, d, "k", "a")

@@ -17,7 +17,7 @@ func TestReleaseNotifiesWithAndWithoutCachedScript(t *testing.T) {
 	rdb := srv.Client(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	d, _ := New(rdb)
+	d := newDriver(t, rdb)
 	sub := rdb.Subscribe(ctx, d.channel("k"))
 	defer sub.Close()
 	if _, err := sub.Receive(ctx); err != nil { // the subscription confirmation
