@@ -1,11 +1,16 @@
-// Package driver defines what a dlock backend must implement.
+// Package driver defines what a dlock backend implements.
 //
-// The root package dlock holds everything that is the same for every
-// backend: lease handles, the watchdog that renews leases, the validity
-// deadline, waiting, and error classification. A driver only moves requests
-// to and from its store, atomically. The split follows database/sql and
-// database/sql/driver: applications import dlock and one driver package;
-// they never call a driver directly.
+// The root package dlock holds what users touch; its internal engine holds
+// what is the same for every backend: lease bookkeeping, validity deadlines,
+// batched renewal and release, waiting. A driver only moves requests to and
+// from its store, atomically, and describes the store's limits in
+// Capabilities. The split follows database/sql and database/sql/driver:
+// applications import dlock and one driver package and never call a driver
+// directly.
+//
+// The core interface is Driver. Optional interfaces (KeyChecker, Inspector)
+// add what not every store can do; the conformance suite in package
+// drivertest checks every driver against the same promises.
 package driver
 
 import (
@@ -15,9 +20,9 @@ import (
 )
 
 // ErrInvalid is returned by drivers for arguments they cannot accept (a nil
-// client, a malformed option). dlock wraps it so that
-// errors.Is(err, dlock.ErrInvalidArgument) holds.
-var ErrInvalid = errors.New("invalid argument")
+// client, a malformed option, an unusable key). It is the same value as
+// dlock.ErrInvalidArgument, so errors.Is holds for either name.
+var ErrInvalid = errors.New("dlock: invalid argument")
 
 // Owner describes who holds a lock, for operators reading the store.
 type Owner struct {
@@ -26,11 +31,33 @@ type Owner struct {
 	Meta string `json:"meta,omitempty"`
 }
 
+// Capabilities are the store's facts that the engine must respect. The root
+// package holds none of them itself.
+type Capabilities struct {
+	// TTLUnit is the store's TTL granularity: every TTL is rounded up to a
+	// multiple of it, so the TTL the store applies is exactly the one the
+	// validity deadline assumes (Redis: 1 ms).
+	TTLUnit time.Duration
+	// MinTTL is the shortest TTL the store handles safely.
+	MinTTL time.Duration
+	// ExpiryMargin is how much earlier than TTL after the request reached it
+	// the store may consider a key expired, granularity included (Redis
+	// counts whole milliseconds: 1 ms). The validity deadline subtracts it.
+	ExpiryMargin time.Duration
+	// MaxBatch is the most requests one Renew or Release call should carry.
+	MaxBatch int
+	// ContextAware reports that every call returns promptly once its ctx is
+	// done, deadline or cancellation. When false the engine runs calls it may
+	// have to abandon on a goroutine of its own, and cleans up after a call
+	// that completes after it was abandoned.
+	ContextAware bool
+}
+
 // AcquireRequest asks for one attempt at taking Key.
 type AcquireRequest struct {
 	Key   string        // lock name as the user gave it (already validated)
 	ID    string        // random per-acquisition owner id (128 bits, hex)
-	TTL   time.Duration // time-to-live of the lock in the store
+	TTL   time.Duration // time-to-live of the lock in the store, a multiple of TTLUnit
 	Owner Owner
 	// Waiting is set when the caller waits if the lock is busy, and so
 	// needs AcquireResult.RetryAfter; otherwise a driver may leave it zero.
@@ -39,14 +66,18 @@ type AcquireRequest struct {
 
 // AcquireResult is the outcome of one attempt.
 type AcquireResult struct {
-	// Acquired reports whether the lock is now held by the request's ID.
+	// Acquired reports whether the lock is now held by the request's ID. A
+	// repeated request with the same ID (a retry after a lost reply) must
+	// report Acquired again, with the same Token, while the lock is held.
 	Acquired bool
 	// Token is the fencing token of this acquisition: strictly greater than
 	// every token the store issued for this key before. Set when Acquired.
 	Token uint64
-	// RetryAfter is, when not Acquired, the time the current holder's lock has
-	// left in the store (zero if unknown). Waiters sleep at most this long
-	// before trying again, so a lost release notification costs at most one TTL.
+	// RetryAfter is, when not Acquired, how long the current holder's lock
+	// has left in the store: 0 means it is about to expire or just did (try
+	// again at once); negative means unknown. Waiters sleep at most this long
+	// before trying again, so a lost release notification costs at most one
+	// TTL.
 	RetryAfter time.Duration
 }
 
@@ -56,7 +87,7 @@ type ReleaseRequest struct {
 	ID  string
 }
 
-// ReleaseResult is the outcome of a release.
+// ReleaseResult is the outcome of one release.
 type ReleaseResult int
 
 const (
@@ -77,26 +108,29 @@ type RenewRequest struct {
 	TTL time.Duration
 }
 
-// Driver is a lock store. Every method must be safe for concurrent use and
-// must honour ctx. Errors returned for store failures (unreachable, timeouts,
-// script errors) are wrapped by dlock as backend errors.
+// Driver is a lock store. Every method must be safe for concurrent use.
+// Errors returned for store failures (unreachable, timeouts, script errors)
+// are wrapped by dlock as backend errors; errors matching ErrInvalid as
+// invalid arguments.
 type Driver interface {
+	// Capabilities describes the store. It is called once, by dlock.New.
+	Capabilities() Capabilities
 	// Acquire makes one atomic attempt to take the lock and, on success,
 	// issue the next fencing token.
 	Acquire(ctx context.Context, req AcquireRequest) (AcquireResult, error)
-	// Release atomically frees the lock if it is still held by req.ID and
-	// notifies waiters watching the key.
-	Release(ctx context.Context, req ReleaseRequest) (ReleaseResult, error)
+	// Release frees every lock of reqs still held by its ID, atomically per
+	// lock, and notifies waiters watching those keys. results[i] answers
+	// reqs[i]. One call costs few round trips however many it carries.
+	Release(ctx context.Context, reqs []ReleaseRequest) (results []ReleaseResult, err error)
 	// Renew extends many leases at once. held[i] reports whether reqs[i] was
-	// still owned (and is now extended). Drivers batch and pipeline so that
-	// one call costs few round trips however many leases it carries.
+	// still owned (and is now extended).
 	Renew(ctx context.Context, reqs []RenewRequest) (held []bool, err error)
 	// Watch opens the client's single release-notification stream. onRelease
-	// is called (from one goroutine, quickly) with the key of every released
-	// lock the Watcher was asked to follow.
+	// is called (from one goroutine; it never blocks) with the key of every
+	// released lock the Watcher was asked to follow.
 	Watch(onRelease func(key string)) (Watcher, error)
-	// Close releases driver resources; it does not close a client the
-	// application passed in.
+	// Close releases driver resources. A driver closes the store client only
+	// if it created that client itself.
 	Close() error
 }
 
@@ -111,12 +145,17 @@ type Watcher interface {
 	Close() error
 }
 
+// KeyChecker is implemented by drivers whose store restricts lock names
+// beyond dlock's own rules (non-empty, at most dlock.MaxKeyLen bytes). The
+// error must match ErrInvalid.
+type KeyChecker interface {
+	CheckKey(key string) error
+}
+
 // LockInfo is what an operator sees about a held lock.
 type LockInfo struct {
 	Key string `json:"key"`
-	// Token is the latest fencing token issued for Key: the holder's, or
-	// higher if the store counts attempts made since (the Redis driver does).
-	// Fencing off tokens up to it always fences off the holder.
+	// Token is the fencing token of the current holder.
 	Token uint64        `json:"token"`
 	Owner Owner         `json:"owner"`
 	Since time.Time     `json:"since"`  // acquisition time, by the holder's clock
@@ -124,14 +163,13 @@ type LockInfo struct {
 }
 
 // Inspector is implemented by drivers that let operators look at and break
-// locks (used by the dlock CLI).
+// locks (dlock's Client.Inspect, List and ForceRelease; the dlock CLI).
 type Inspector interface {
 	// Inspect returns the lock's holder, or ok=false when the lock is free.
 	Inspect(ctx context.Context, key string) (info LockInfo, ok bool, err error)
 	// List returns every held lock whose key starts with prefix.
 	List(ctx context.Context, prefix string) ([]LockInfo, error)
 	// ForceRelease frees the lock whoever holds it and wakes waiters. It
-	// returns the latest token issued (as LockInfo.Token), or ok=false if the
-	// lock was free.
+	// returns the broken holder's token, or ok=false if the lock was free.
 	ForceRelease(ctx context.Context, key string) (token uint64, ok bool, err error)
 }
