@@ -14,9 +14,6 @@ const (
 	// without losing the lock, short enough that a crashed holder blocks
 	// others for at most half a minute.
 	DefaultTTL = 30 * time.Second
-	// MinTTL is the shortest TTL accepted. Below it the drift allowance and
-	// a loopback round trip eat most of the validity window.
-	MinTTL = 20 * time.Millisecond
 	// MaxKeyLen bounds lock names: a longer name is a bug (a payload used as a
 	// key), and every renewal would carry it.
 	MaxKeyLen = 1024
@@ -27,16 +24,6 @@ const (
 	// hammer a store that is failing over.
 	DefaultRetryDelay = 500 * time.Millisecond
 )
-
-// Drift returns the safety margin subtracted from a lease's validity: 1% of
-// the TTL for clock-rate differences between client and store, plus 2 ms
-// for the store's expiry granularity (Redis expires keys to the millisecond,
-// possibly a little late, never early).
-func Drift(ttl time.Duration) time.Duration { return ttl/100 + 2*time.Millisecond }
-
-// validity is how long a lease may be believed held after its acquire or
-// renew request was sent.
-func validity(ttl time.Duration) time.Duration { return ttl - Drift(ttl) }
 
 // Option configures a Client.
 type Option func(*clientConfig) error
@@ -50,19 +37,21 @@ type clientConfig struct {
 }
 
 // WithDefaultTTL sets the TTL used by Lock and TryLock unless a call passes
-// WithTTL. Default DefaultTTL.
+// WithTTL. Default DefaultTTL. It must not be below the driver's minimum
+// (Redis: 20 ms), which New checks.
 func WithDefaultTTL(ttl time.Duration) Option {
 	return func(c *clientConfig) error {
-		if err := checkTTL(ttl); err != nil {
-			return err
+		if ttl <= 0 {
+			return fmt.Errorf("%w: %v", ErrInvalidTTL, ttl)
 		}
 		c.ttl = ttl
 		return nil
 	}
 }
 
-// WithLogger sets the logger for renewal failures and lost locks.
-// Default: slog.Default().
+// WithLogger sets the logger for renewal failures and lost locks. Records
+// reach it through a bounded queue, so a handler that blocks never delays
+// the end of a lease. Default: slog.Default().
 func WithLogger(l *slog.Logger) Option {
 	return func(c *clientConfig) error {
 		if l == nil {
@@ -76,7 +65,13 @@ func WithLogger(l *slog.Logger) Option {
 // WithOwnerMeta sets free text stored with every lock this client takes
 // (next to host name and pid), for operators: "order-service v1.4", say.
 func WithOwnerMeta(text string) Option {
-	return func(c *clientConfig) error { c.meta = text; return nil }
+	return func(c *clientConfig) error {
+		if len(text) > MaxMetaLen {
+			return fmt.Errorf("%w: owner meta of %d bytes, more than %d", ErrInvalidArgument, len(text), MaxMetaLen)
+		}
+		c.meta = text
+		return nil
+	}
 }
 
 // WithRenewRetryDelay sets how soon a renewal that failed with a backend
@@ -104,10 +99,11 @@ type lockConfig struct {
 // WithTTL sets the lock's TTL for this call. With the watchdog on (the
 // default) the lock is renewed every TTL/3 and the TTL only bounds how long
 // a vanished holder blocks others; with WithoutWatchdog it is the lease time.
+// It must not be below the driver's minimum (Redis: 20 ms).
 func WithTTL(ttl time.Duration) LockOption {
 	return func(c *lockConfig) error {
-		if err := checkTTL(ttl); err != nil {
-			return err
+		if ttl <= 0 {
+			return fmt.Errorf("%w: %v", ErrInvalidTTL, ttl)
 		}
 		c.ttl = ttl
 		return nil
@@ -122,29 +118,11 @@ func WithoutWatchdog() LockOption {
 
 // WithMeta overrides the client's owner meta text for this lock.
 func WithMeta(text string) LockOption {
-	return func(c *lockConfig) error { c.meta = &text; return nil }
-}
-
-func checkTTL(ttl time.Duration) error {
-	if ttl < MinTTL {
-		return fmt.Errorf("%w: %v is below the minimum %v", ErrInvalidTTL, ttl, MinTTL)
+	return func(c *lockConfig) error {
+		if len(text) > MaxMetaLen {
+			return fmt.Errorf("%w: owner meta of %d bytes, more than %d", ErrInvalidArgument, len(text), MaxMetaLen)
+		}
+		c.meta = &text
+		return nil
 	}
-	return nil
-}
-
-// CheckKey reports whether key can name a lock; the error matches
-// ErrInvalidKey. Lock and TryLock check keys themselves; tools that address
-// locks by name without taking them (inspection, forced release) use this.
-func CheckKey(key string) error {
-	switch {
-	case key == "":
-		return fmt.Errorf("%w: empty", ErrInvalidKey)
-	case len(key) > MaxKeyLen:
-		return fmt.Errorf("%w: %d bytes, more than %d", ErrInvalidKey, len(key), MaxKeyLen)
-	case key[0] == '}':
-		// Drivers wrap the key in a {hash tag}; a leading '}' would make the
-		// tag empty and scatter a lock's companion keys across cluster slots.
-		return fmt.Errorf("%w: %q starts with '}'", ErrInvalidKey, key)
-	}
-	return nil
 }

@@ -1,26 +1,25 @@
-package dlock
+package engine
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"time"
 
 	"github.com/dlockio/dlock/driver"
 )
 
-// fallbackWait bounds a wait when the store did not say how long the
-// holder's lock has left (e.g. a lock without expiry written by hand).
-const fallbackWait = time.Second
+// unknownWait bounds a wait when the store could not say how long the
+// holder's lock has left (a lock without expiry written by hand, say).
+const unknownWait = time.Second
 
-// waitRegistry lets all Lock calls of a Client share one notification
+// waitRegistry lets all waiting calls of an engine share one notification
 // stream. Waiters for a key queue up in arrival order; a release
 // notification wakes only the first, so one release costs this client one
 // acquisition attempt however many goroutines wait. Every waiter also wakes
 // after the holder's remaining TTL, so a lost notification costs at most one
 // TTL, never a hang.
 type waitRegistry struct {
-	c *Client
+	e *Engine
 
 	mu      sync.Mutex
 	watcher driver.Watcher // opened on first use
@@ -45,38 +44,49 @@ type waiter struct {
 	wake chan struct{} // buffered 1: a notification is never lost between attempts
 }
 
-func newWaitRegistry(c *Client) *waitRegistry {
-	return &waitRegistry{c: c, queues: make(map[string]*keyQueue)}
+func newWaitRegistry(e *Engine) *waitRegistry {
+	return &waitRegistry{e: e, queues: make(map[string]*keyQueue)}
 }
 
-// wait is Lock's slow path: the first attempt found the lock busy.
-func (c *Client) wait(ctx context.Context, req driver.AcquireRequest, lc lockConfig) (*Lease, error) {
-	w, err := c.waits.join(ctx, req.Key)
+// waitFor is how long a waiter sleeps, at most, after an attempt found
+// the lock busy with retryAfter left. A lock about to expire (0) is tried
+// again after one store time unit — every crash takeover goes this way,
+// since expiry sends no notification.
+func (e *Engine) waitFor(retryAfter, ttl time.Duration) time.Duration {
+	switch {
+	case retryAfter > 0:
+		return retryAfter
+	case retryAfter == 0:
+		return e.caps.TTLUnit
+	}
+	return min(unknownWait, ttl)
+}
+
+// wait is Acquire's slow path: the first attempt found the lock busy.
+func (e *Engine) wait(ctx context.Context, req driver.AcquireRequest, renew bool) (*Hold, error) {
+	w, err := e.waits.join(ctx, req.Key)
 	if err != nil {
 		return nil, err
 	}
-	defer c.waits.leave(req.Key, w)
+	defer e.waits.leave(req.Key, w)
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	req.Waiting = true
 	for {
 		// Attempt after joining: a release between the first attempt and the
 		// subscription would otherwise go unnoticed for a whole TTL.
-		lease, retry, err := c.patientAttempt(ctx, req, lc)
-		if lease != nil || err != nil {
-			return lease, err
+		h, retry, err := e.patientAttempt(ctx, req, renew)
+		if h != nil || err != nil {
+			return h, err
 		}
-		if retry <= 0 {
-			retry = min(fallbackWait, lc.ttl)
-		}
-		timer.Reset(retry)
+		timer.Reset(e.waitFor(retry, req.TTL))
 		select {
 		case <-w.wake:
 		case <-timer.C:
-		case <-c.closed:
+		case <-e.closed:
 			return nil, ErrClosed
 		case <-ctx.Done():
-			return nil, fmt.Errorf("dlock: lock %q: %w", req.Key, ctx.Err())
+			return nil, ctxError("lock", req.Key, ctx.Err())
 		}
 	}
 }
@@ -118,9 +128,9 @@ func (r *waitRegistry) join(ctx context.Context, key string) (*waiter, error) {
 	}
 	if ctx.Err() != nil {
 		r.leave(key, w)
-		return nil, fmt.Errorf("dlock: lock %q: %w", key, ctx.Err())
+		return nil, ctxError("lock", key, ctx.Err())
 	}
-	r.c.cfg.logger.Warn("dlock: release notifications unavailable; waiting on TTL only", "key", key, "err", err)
+	r.e.log.warn("dlock: release notifications unavailable; waiting on TTL only", "key", key, "err", err)
 	return w, nil
 }
 
@@ -139,7 +149,7 @@ func (r *waitRegistry) watcherLocked() (driver.Watcher, error) {
 	if r.watcher != nil {
 		return r.watcher, nil
 	}
-	w, err := r.c.drv.Watch(r.notify)
+	w, err := r.e.drv.Watch(r.notify)
 	if err != nil {
 		return nil, err
 	}
@@ -187,8 +197,9 @@ func (r *waitRegistry) leave(key string, w *waiter) {
 		}
 	}
 	watcher := r.watcher
+	closed := r.closed
 	r.mu.Unlock()
-	if drop != "" && watcher != nil {
+	if drop != "" && watcher != nil && !closed {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = watcher.Remove(ctx, drop) // a stale subscription only costs messages

@@ -1,0 +1,97 @@
+package engine
+
+import (
+	"context"
+	"sync/atomic"
+	"time"
+)
+
+// call runs f, a driver call on behalf of a caller's ctx, so that it
+// returns when ctx ends or the engine closes, whatever the driver's client
+// was configured to honour.
+//
+// A driver that is not ContextAware (go-redis without ContextTimeoutEnabled
+// ignores deadlines, and no go-redis client aborts a read on cancellation)
+// is called on a goroutine of its own, which call abandons when ctx ends
+// first. The abandoned call still completes; late, if set, then sees its
+// outcome — an acquisition uses it to release a lock that nobody will use.
+// Abandoned calls count as ops, so Close waits for them before the
+// application closes the store client under them.
+func call[T any](e *Engine, ctx context.Context, f func(context.Context) (T, error), late func(T, error)) (T, error) {
+	if ctx.Done() == nil {
+		// Only Close can interrupt this call: use the engine's context, with
+		// the caller's values.
+		return f(valuesOf{ctx, e.ctx})
+	}
+	ctx, stop := e.bind(ctx)
+	defer stop()
+	if e.caps.ContextAware {
+		return f(ctx)
+	}
+	type outcome struct {
+		v   T
+		err error
+	}
+	// state: 0 running, 1 answered, 2 abandoned. Whoever moves it first
+	// owns the outcome.
+	var state atomic.Int32
+	done := make(chan outcome, 1)
+	e.ops.Add(1) // the caller holds an op, so Close cannot be waiting yet
+	go func() {
+		defer e.ops.Done()
+		v, err := f(ctx)
+		if state.CompareAndSwap(0, 1) {
+			done <- outcome{v, err}
+			return
+		}
+		if late != nil {
+			late(v, err)
+		}
+	}()
+	select {
+	case o := <-done:
+		return o.v, o.err
+	case <-ctx.Done():
+		if state.CompareAndSwap(0, 2) {
+			var zero T
+			return zero, context.Cause(ctx)
+		}
+		o := <-done // answered just now
+		return o.v, o.err
+	}
+}
+
+// bind returns ctx, also cancelled (with ErrClosed) when the engine closes.
+func (e *Engine) bind(ctx context.Context) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(e.ctx, func() { cancel(ErrClosed) })
+	return ctx, func() {
+		stop()
+		cancel(nil)
+	}
+}
+
+// valuesOf is a context with the values of one context and the
+// cancellation of another; it saves allocating a merged context on the
+// hot path, where the caller's context cannot be cancelled.
+type valuesOf struct {
+	values context.Context
+	cancel context.Context
+}
+
+func (c valuesOf) Deadline() (time.Time, bool) { return c.cancel.Deadline() }
+func (c valuesOf) Done() <-chan struct{}       { return c.cancel.Done() }
+func (c valuesOf) Err() error                  { return c.cancel.Err() }
+func (c valuesOf) Value(key any) any           { return c.values.Value(key) }
+
+// Call runs f, a driver call made for the caller (an operator function,
+// say), so that it returns when ctx ends, as every engine call does. It
+// returns ErrClosed once the engine is closing.
+func Call[T any](e *Engine, ctx context.Context, f func(context.Context) (T, error)) (T, error) {
+	if !e.beginOp() {
+		var zero T
+		return zero, ErrClosed
+	}
+	defer e.ops.Done()
+	return call(e, ctx, f, nil)
+}

@@ -1,0 +1,215 @@
+// Package engine holds what is the same for every dlock primitive and every
+// backend: lease bookkeeping and validity deadlines (hold.go), one
+// acquisition attempt (acquire.go), calls that a context can abandon
+// (call.go), batched renewal (renew.go), batched and bounded background
+// release (release.go), waiting by notification (wait.go), and logging that
+// never blocks (logger.go). It knows nothing of dlock.Client: the root
+// package turns user calls into driver requests and hands them to an
+// Engine.
+package engine
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/dlockio/dlock/driver"
+)
+
+// Config is what an Engine needs.
+type Config struct {
+	Driver driver.Driver
+	// Logger receives renewal failures and lost leases, through a queue:
+	// a handler that blocks never delays the engine.
+	Logger *slog.Logger
+	// RetryDelay is how soon a renewal that failed with a backend error is
+	// retried (at most; see renew.go).
+	RetryDelay time.Duration
+	// Now is the clock; it must carry a monotonic reading (time.Now does).
+	// Replaced in tests.
+	Now func() time.Time
+}
+
+// Engine runs the leases of one client against one driver.
+type Engine struct {
+	drv        driver.Driver
+	caps       driver.Capabilities
+	now        func() time.Time
+	epoch      time.Time
+	retryDelay time.Duration
+
+	log      *asyncLogger
+	renewer  *renewer
+	releaser *releaser
+	waits    *waitRegistry
+
+	ctx    context.Context // cancelled by Close: aborts calls in flight
+	cancel context.CancelFunc
+
+	closeOnce sync.Once
+	closed    chan struct{}
+
+	opMu      sync.Mutex
+	opStopped bool           // set by Close before it waits for ops
+	ops       sync.WaitGroup // acquisitions and unlocks in flight, abandoned ones included
+}
+
+// New starts an engine on cfg.Driver.
+func New(cfg Config) (*Engine, error) {
+	if cfg.Driver == nil {
+		return nil, fmt.Errorf("%w: nil driver", driver.ErrInvalid)
+	}
+	caps := cfg.Driver.Capabilities()
+	if caps.TTLUnit <= 0 || caps.MinTTL < caps.TTLUnit || caps.MaxBatch <= 0 || caps.ExpiryMargin < 0 {
+		return nil, fmt.Errorf("%w: driver capabilities %+v", driver.ErrInvalid, caps)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	e := &Engine{
+		drv:        cfg.Driver,
+		caps:       caps,
+		now:        cfg.Now,
+		epoch:      cfg.Now(),
+		retryDelay: cfg.RetryDelay,
+		closed:     make(chan struct{}),
+	}
+	e.ctx, e.cancel = context.WithCancel(context.Background())
+	e.log = newAsyncLogger(cfg.Logger)
+	e.renewer = newRenewer(e)
+	e.releaser = newReleaser(e)
+	e.waits = newWaitRegistry(e)
+	return e, nil
+}
+
+// Capabilities returns the driver's capabilities.
+func (e *Engine) Capabilities() driver.Capabilities { return e.caps }
+
+// Drift is the safety margin subtracted from a lease's validity: 1% of the
+// TTL for clock-rate differences between client and store, plus the
+// store's own expiry margin.
+func (e *Engine) Drift(ttl time.Duration) time.Duration { return ttl/100 + e.caps.ExpiryMargin }
+
+// validity is how long a lease may be believed held after its acquire or
+// renew request was sent. The store cannot expire the key earlier: its
+// countdown starts when the request arrives, after it was sent.
+func (e *Engine) validity(ttl time.Duration) time.Duration { return ttl - e.Drift(ttl) }
+
+// sinceEpoch is the current time as a deadline value.
+func (e *Engine) sinceEpoch() int64 { return int64(e.now().Sub(e.epoch)) }
+
+func (e *Engine) isClosed() bool {
+	select {
+	case <-e.closed:
+		return true
+	default:
+		return false
+	}
+}
+
+// beginOp registers a call that Close must wait for; false once closing.
+func (e *Engine) beginOp() bool {
+	e.opMu.Lock()
+	defer e.opMu.Unlock()
+	if e.opStopped {
+		return false
+	}
+	e.ops.Add(1)
+	return true
+}
+
+// Close ends every lease at once with ErrClosed — before anything that
+// could take time, so that no lease reports itself held while Close waits —
+// then aborts calls in flight and waits for them (an acquisition that
+// completes meanwhile is released), stops waiting calls, releases the ended
+// leases in batches (bounded in time), and stops every goroutine. It does
+// not close the driver.
+func (e *Engine) Close() error {
+	var err error
+	e.closeOnce.Do(func() {
+		close(e.closed)
+		for _, h := range e.renewer.stop() {
+			h.end(ErrClosed)
+			e.releaser.add(h.key, h.id)
+		}
+		e.cancel()
+		e.opMu.Lock()
+		e.opStopped = true
+		e.opMu.Unlock()
+		e.ops.Wait()
+		err = e.waits.close()
+		e.renewer.wait()
+		e.releaser.close()
+		e.log.close()
+	})
+	return err
+}
+
+// Release releases h if it is still held, and ends it either way: its
+// renewal stops at once. It returns nil when the lock was released (also
+// when an earlier attempt released it but its reply was lost), ErrNotHeld
+// when it had been lost, a backend error when the store failed (calling
+// Release again retries; meanwhile a background release is queued), and an
+// error matching ctx.Err() when ctx ended first (the release then happens
+// in the background, bounded in time). A definitive answer (nil or
+// ErrNotHeld) is remembered and returned again without a round trip.
+func (e *Engine) Release(ctx context.Context, h *Hold) error {
+	h.mu.Lock()
+	if h.unlockDone {
+		err := h.unlockErr
+		h.mu.Unlock()
+		return err
+	}
+	// A hold that was already lost answers ErrNotHeld even if the store
+	// still had the key (lost at the deadline, just before expiry): its
+	// holder stopped holding it then. The release below still cleans up.
+	wasLost := errors.Is(h.reason, ErrLost)
+	h.mu.Unlock()
+
+	e.renewer.remove(h)
+	h.end(ErrReleased)
+	if ctx.Err() != nil {
+		e.releaser.add(h.key, h.id)
+		return ctxError("unlock", h.key, ctx.Err())
+	}
+	if !e.beginOp() {
+		return ErrClosed // Close released it
+	}
+	defer e.ops.Done()
+	reqs := []driver.ReleaseRequest{{Key: h.key, ID: h.id}}
+	res, err := call(e, ctx, func(ctx context.Context) ([]driver.ReleaseResult, error) {
+		return e.drv.Release(ctx, reqs)
+	}, nil)
+	if err == nil && len(res) != 1 {
+		err = fmt.Errorf("driver answered %d results for one release", len(res))
+	}
+	if err != nil {
+		e.releaser.add(h.key, h.id)
+		if ctx.Err() != nil {
+			return ctxError("unlock", h.key, ctx.Err())
+		}
+		return WrapBackend("unlock", h.key, err)
+	}
+	var answer error
+	if res[0] == driver.NotHeld || wasLost {
+		answer = ErrNotHeld
+	}
+	h.mu.Lock()
+	h.unlockDone, h.unlockErr = true, answer
+	h.mu.Unlock()
+	return answer
+}
+
+func newOwnerID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go ≥ 1.24)
+	return hex.EncodeToString(b[:])
+}

@@ -1,0 +1,57 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/dlockio/dlock/driver"
+)
+
+// The outcome errors. Package dlock exports them under its own names (and
+// documents them there); they live here so that the engine can return them
+// without importing dlock.
+var (
+	ErrNotAcquired = errors.New("dlock: lock not acquired: held by another owner")
+	ErrNotHeld     = errors.New("dlock: lock not held")
+	ErrLost        = errors.New("dlock: lock lost")
+	ErrReleased    = errors.New("dlock: lock released")
+	ErrClosed      = errors.New("dlock: client closed")
+	ErrBackend     = errors.New("dlock: backend failure")
+)
+
+// errTooSlow: the store granted the lock, but its reply arrived after the
+// lease's validity deadline.
+var errTooSlow = errors.New("reply arrived after the lease's validity deadline")
+
+// backendError wraps a driver failure so it matches ErrBackend and still
+// unwraps to the driver's own error (a net.Error, say).
+type backendError struct {
+	op  string
+	key string
+	err error
+}
+
+func (e *backendError) Error() string {
+	return fmt.Sprintf("dlock: %s %q: backend failure: %v", e.op, e.key, e.err)
+}
+
+func (e *backendError) Unwrap() []error { return []error{ErrBackend, e.err} }
+
+// WrapBackend classifies a driver error: invalid arguments stay invalid
+// arguments (driver.ErrInvalid is dlock.ErrInvalidArgument), everything else
+// is a backend failure.
+func WrapBackend(op, key string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, driver.ErrInvalid) {
+		return fmt.Errorf("dlock: %s %q: %w", op, key, err)
+	}
+	return &backendError{op: op, key: key, err: err}
+}
+
+// ctxError reports a call that ended because its context did; the error
+// matches ctx.Err() (and context.Cause when it differs).
+func ctxError(op, key string, cause error) error {
+	return fmt.Errorf("dlock: %s %q: %w", op, key, cause)
+}

@@ -1,0 +1,112 @@
+package engine
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Hold is one acquisition tracked by the engine: the state every kind of
+// lease shares — identity, fencing token, validity deadline, and the end
+// signal. The root package wraps it in the types users see.
+//
+// A hold ends once: released, lost, or closed. Err and Context().Err()
+// compare the clock with the validity deadline themselves, so a hold never
+// reports itself held past its deadline, however late the renewal loop or
+// the Go scheduler runs; Done is closed by the first of the renewal loop, a
+// timer-free check in Err, or the end of the lease for any other reason.
+type Hold struct {
+	e     *Engine
+	key   string
+	id    string
+	token uint64
+	ttl   time.Duration
+
+	// deadline is the validity deadline in nanoseconds since e.epoch: the
+	// hold is lost at this instant unless a renewal moved it. Written under
+	// the renewer's lock, read without it.
+	deadline atomic.Int64
+	watch    watchState // guarded by the renewer's lock
+
+	inner  context.Context // cancelled with the end reason as cause
+	cancel context.CancelCauseFunc
+	ended  atomic.Bool
+
+	mu         sync.Mutex
+	reason     error // why the hold ended; nil while held
+	unlockDone bool  // Release gave a definitive answer
+	unlockErr  error // that answer
+}
+
+// Key returns the lock's name.
+func (h *Hold) Key() string { return h.key }
+
+// ID returns the acquisition's random owner id.
+func (h *Hold) ID() string { return h.id }
+
+// Token returns the fencing token of the acquisition.
+func (h *Hold) Token() uint64 { return h.token }
+
+// TTL returns the lock's time-to-live in the store.
+func (h *Hold) TTL() time.Duration { return h.ttl }
+
+// Deadline returns the current validity deadline.
+func (h *Hold) Deadline() time.Time {
+	return h.e.epoch.Add(time.Duration(h.deadline.Load()))
+}
+
+// Done returns a channel closed when the hold ends.
+func (h *Hold) Done() <-chan struct{} { return h.inner.Done() }
+
+// Context returns a context that is done when the hold ends; its Err, like
+// the hold's, checks the deadline on every call.
+func (h *Hold) Context() context.Context { return holdContext{h} }
+
+// Err returns nil while the hold is valid, else why it ended.
+func (h *Hold) Err() error {
+	if !h.ended.Load() {
+		if h.e.sinceEpoch() < h.deadline.Load() {
+			return nil
+		}
+		h.end(ErrLost)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.reason
+}
+
+// end records why the hold ended; the first reason wins. It never blocks:
+// cancelling a context only closes a channel and cancels its children.
+func (h *Hold) end(reason error) bool {
+	h.mu.Lock()
+	if h.reason != nil {
+		h.mu.Unlock()
+		return false
+	}
+	h.reason = reason
+	h.ended.Store(true)
+	h.mu.Unlock()
+	h.cancel(reason)
+	return true
+}
+
+// holdContext is Hold.Context: the inner context's values and done
+// channel, with an Err that notices a passed deadline by itself. Value
+// forwards to the inner context, so context.Cause and child contexts see
+// the inner cancelCtx and its cause.
+type holdContext struct{ h *Hold }
+
+func (c holdContext) Deadline() (time.Time, bool) { return time.Time{}, false }
+func (c holdContext) Done() <-chan struct{}       { return c.h.inner.Done() }
+func (c holdContext) Value(key any) any           { return c.h.inner.Value(key) }
+
+func (c holdContext) Err() error {
+	if err := c.h.Err(); err != nil {
+		// A no-op once cancelled; otherwise (end is running concurrently)
+		// it makes Done closed before Err reports, as contexts promise.
+		c.h.cancel(err)
+		return context.Canceled
+	}
+	return nil
+}

@@ -1,0 +1,123 @@
+package engine
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/dlockio/dlock/driver"
+)
+
+const (
+	// releaseTimeout bounds one background release call: past it the lock
+	// is better left to expire than waited for.
+	releaseTimeout = 5 * time.Second
+	// closeDrainTimeout bounds how long Close spends releasing what is
+	// left, however many leases and however slow the store.
+	closeDrainTimeout = 5 * time.Second
+	// maxQueuedReleases bounds the queue during an outage: a release is an
+	// optimisation (the lock expires anyway), so beyond it the oldest are
+	// dropped — they are the closest to expiring.
+	maxQueuedReleases = 1 << 16
+)
+
+// releaser makes the best-effort releases nobody waits for: acquisitions
+// whose reply was lost or came too late, leases lost at their deadline,
+// Unlock calls whose context had ended, and every lease at Close. One
+// goroutine sends them in batches of up to MaxBatch per driver call, so
+// 100k releases at Close are a hundred calls, not 100k goroutines.
+type releaser struct {
+	e *Engine
+
+	mu      sync.Mutex
+	queue   []driver.ReleaseRequest
+	dropped int
+	closing bool
+	drainBy time.Time
+
+	kick chan struct{}
+	done chan struct{}
+}
+
+func newReleaser(e *Engine) *releaser {
+	r := &releaser{e: e, kick: make(chan struct{}, 1), done: make(chan struct{})}
+	go r.loop()
+	return r
+}
+
+// add queues a release; it never blocks.
+func (r *releaser) add(key, id string) {
+	r.mu.Lock()
+	if len(r.queue) >= maxQueuedReleases {
+		r.queue = r.queue[1:]
+		r.dropped++
+	}
+	r.queue = append(r.queue, driver.ReleaseRequest{Key: key, ID: id})
+	r.mu.Unlock()
+	select {
+	case r.kick <- struct{}{}:
+	default:
+	}
+}
+
+// pending returns how many releases wait to be sent.
+func (r *releaser) pending() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.queue)
+}
+
+// close sends what is queued, for at most closeDrainTimeout in all, and
+// stops the goroutine.
+func (r *releaser) close() {
+	r.mu.Lock()
+	r.closing = true
+	r.drainBy = r.e.now().Add(closeDrainTimeout)
+	r.mu.Unlock()
+	select {
+	case r.kick <- struct{}{}:
+	default:
+	}
+	<-r.done
+}
+
+func (r *releaser) loop() {
+	defer close(r.done)
+	for {
+		r.mu.Lock()
+		n := min(len(r.queue), r.e.caps.MaxBatch)
+		batch := append([]driver.ReleaseRequest(nil), r.queue[:n]...)
+		r.queue = r.queue[n:]
+		if len(r.queue) == 0 {
+			r.queue = nil // let a drained burst's backing array go
+		}
+		closing, drainBy, dropped := r.closing, r.drainBy, r.dropped
+		r.dropped = 0
+		r.mu.Unlock()
+		if dropped > 0 {
+			r.e.log.warn("dlock: background release queue full; dropped the oldest (they expire with their TTL)", "dropped", dropped)
+		}
+		if len(batch) == 0 {
+			if closing {
+				return
+			}
+			<-r.kick
+			continue
+		}
+		timeout := releaseTimeout
+		if closing {
+			timeout = min(timeout, drainBy.Sub(r.e.now()))
+			if timeout <= 0 {
+				r.e.log.warn("dlock: close: gave up releasing; those locks expire with their TTL", "left", len(batch)+r.pending())
+				return
+			}
+		}
+		// Not the engine's context: Close cancels that before it drains.
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		_, err := r.e.drv.Release(ctx, batch)
+		cancel()
+		if err != nil {
+			r.e.log.debug("dlock: best-effort release failed; the locks expire with their TTL", "locks", len(batch), "err", err)
+		}
+	}
+}
