@@ -91,6 +91,15 @@ type clockDriver struct {
 	renewErr error
 }
 
+// clockMargin is clockDriver's ExpiryMargin.
+const clockMargin = 2 * time.Millisecond
+
+func testDrift(ttl time.Duration) time.Duration { return ttl/100 + clockMargin }
+
+func (d *clockDriver) Capabilities() driver.Capabilities {
+	return driver.Capabilities{TTLUnit: time.Millisecond, MinTTL: time.Millisecond, ExpiryMargin: clockMargin, MaxBatch: 1000, ContextAware: true}
+}
+
 func (d *clockDriver) Acquire(context.Context, driver.AcquireRequest) (driver.AcquireResult, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -98,8 +107,12 @@ func (d *clockDriver) Acquire(context.Context, driver.AcquireRequest) (driver.Ac
 	return driver.AcquireResult{Acquired: true, Token: d.token}, nil
 }
 
-func (d *clockDriver) Release(context.Context, driver.ReleaseRequest) (driver.ReleaseResult, error) {
-	return driver.Released, nil
+func (d *clockDriver) Release(_ context.Context, reqs []driver.ReleaseRequest) ([]driver.ReleaseResult, error) {
+	res := make([]driver.ReleaseResult, len(reqs))
+	for i := range res {
+		res[i] = driver.Released
+	}
+	return res, nil
 }
 
 func (d *clockDriver) Renew(_ context.Context, reqs []driver.RenewRequest) ([]bool, error) {
@@ -179,7 +192,7 @@ func TestLeaseValidityIgnoresWallClockJumps(t *testing.T) {
 		}
 		// Control: on wall time alone the jump kills the healthy lease early.
 		ended := leaseUnderJump(t, &jumpClock{strip: true}, 2*time.Hour, nil, ttl, watch)
-		if ended == 0 || ended >= ttl-Drift(ttl) {
+		if ended == 0 || ended >= ttl-testDrift(ttl) {
 			t.Fatalf("control: wall-only clock ended the lease at %v, expected well before its deadline", ended)
 		}
 	})
@@ -191,8 +204,8 @@ func TestLeaseValidityIgnoresWallClockJumps(t *testing.T) {
 		if ended == 0 {
 			t.Fatalf("lease still held %v after Lock with no renewal succeeding (TTL %v)", watch, ttl)
 		}
-		if ended < ttl-Drift(ttl) || ended > ttl+200*time.Millisecond {
-			t.Fatalf("lease ended %v after Lock, want its deadline %v", ended, ttl-Drift(ttl))
+		if ended < ttl-testDrift(ttl) || ended > ttl+200*time.Millisecond {
+			t.Fatalf("lease ended %v after Lock, want its deadline %v", ended, ttl-testDrift(ttl))
 		}
 		// Control: on wall time alone the lease outlives its expiry.
 		if ended := leaseUnderJump(t, &jumpClock{strip: true}, -2*time.Hour, unreachable, ttl, watch); ended != 0 {

@@ -1,0 +1,136 @@
+package dlock_test
+
+// Regression tests, against a real redis-server, for findings of the core
+// review: a lease reporting itself held after a rival got the lock, and
+// context deadlines ignored with the README's go-redis client.
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/dlockio/dlock"
+	"github.com/dlockio/dlock/internal/redistest"
+	"github.com/dlockio/dlock/redisdriver"
+	"github.com/redis/go-redis/v9"
+)
+
+// Fixed leases of 20 ms handed over between two clients, many keys at once
+// to load the scheduler: whenever the rival holds the lock, the old lease's
+// Err and Context().Err() must already report it lost. Done is closed by a
+// goroutine, so it can only be as prompt as the scheduler; its lateness is
+// logged, not asserted.
+func TestHandOverNeverOverlapsReportedHolds(t *testing.T) {
+	srv := redistest.Start(t)
+	a, b := newLocker(t, srv.Addr()), newLocker(t, srv.Addr())
+	const (
+		keys   = 8
+		rounds = 160
+		ttl    = 20 * time.Millisecond
+	)
+	ctx := ctxTimeout(t, 2*time.Minute)
+	var (
+		mu       sync.Mutex
+		overlaps int
+		lateDone time.Duration
+		wg       sync.WaitGroup
+	)
+	errs := make(chan error, keys)
+	for k := range keys {
+		key := "handover-" + string(rune('a'+k))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range rounds {
+				old, err := a.Lock(ctx, key, dlock.WithTTL(ttl), dlock.WithoutWatchdog())
+				if err != nil {
+					errs <- err
+					return
+				}
+				rival, err := b.Lock(ctx, key, dlock.WithTTL(ttl), dlock.WithoutWatchdog())
+				if err != nil {
+					errs <- err
+					return
+				}
+				held := old.Err() == nil || old.Context().Err() == nil
+				var late time.Duration
+				select {
+				case <-old.Done():
+				default:
+					late = time.Since(old.Deadline())
+				}
+				_ = rival.Unlock(ctx)
+				mu.Lock()
+				if held {
+					overlaps++
+				}
+				lateDone = max(lateDone, late)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	t.Logf("%d hand-overs; Done still open when the rival held the lock: at most %v past the deadline", keys*rounds, lateDone)
+	if overlaps > 0 {
+		t.Fatalf("%d of %d hand-overs: the rival held the lock while the old lease reported itself held", overlaps, keys*rounds)
+	}
+}
+
+// The README's client: no ContextTimeoutEnabled, so go-redis ignores
+// context deadlines. Replies are delayed by 2 s; Lock and Unlock with a
+// 200 ms context must still return at its end, and the acquisition that
+// completes after Lock gave up must not leave the key held.
+func TestContextHonouredWithoutContextTimeoutEnabled(t *testing.T) {
+	srv := redistest.Start(t)
+	proxy := redistest.NewProxy(t, srv.Addr())
+	rdb := redis.NewClient(&redis.Options{Addr: proxy.Addr()})
+	t.Cleanup(func() { _ = rdb.Close() })
+	drv, err := redisdriver.New(rdb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := dlock.New(drv, dlock.WithLogger(quietLogger()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	// Warm the connection, then hold a lease to unlock later.
+	l, err := c.TryLock(ctxTimeout(t, 5*time.Second), "held")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	proxy.SetLatency(2 * time.Second)
+	bounded := func(what string, f func(ctx context.Context) error) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		defer cancel()
+		start := time.Now()
+		err := f(ctx)
+		if took := time.Since(start); took > time.Second {
+			t.Errorf("%s with a 200ms context took %v", what, took)
+		}
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("%s = %v, want context.DeadlineExceeded", what, err)
+		}
+	}
+	bounded("Lock", func(ctx context.Context) error { _, err := c.Lock(ctx, "slow"); return err })
+	bounded("Unlock", func(ctx context.Context) error { return l.Unlock(ctx) })
+
+	proxy.SetLatency(0)
+	direct := srv.Client(t)
+	deadline := time.Now().Add(15 * time.Second)
+	for isHeld(t, direct, "slow") || isHeld(t, direct, "held") {
+		if time.Now().After(deadline) {
+			t.Fatalf("keys still held 15s after the calls were abandoned (slow: %v, held: %v)",
+				isHeld(t, direct, "slow"), isHeld(t, direct, "held"))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
