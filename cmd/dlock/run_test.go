@@ -55,7 +55,7 @@ func TestRunUsageErrors(t *testing.T) {
 		{"run", "--ttl", "abc", "job", "--", "true"},
 		{"run", "--ttl", "0", "job", "--", "true"},
 		{"run", "--ttl", "-1s", "job", "--", "true"},
-		{"run", "--ttl", "5ms", "job", "--", "true"}, // below dlock.MinTTL
+		{"run", "--ttl", "5ms", "job", "--", "true"}, // below the Redis driver's minimum TTL (20ms)
 		{"run", "--wait", "soon", "job", "--", "true"},
 		{"run", "--wait", "-1s", "job", "--", "true"},
 		{"run", "--grace", "-1s", "job", "--", "true"},

@@ -19,7 +19,7 @@ func TestExitCode(t *testing.T) {
 		{nil, ExitOK},
 		{fmt.Errorf("lock: %w", dlock.ErrInvalidKey), ExitUsage},
 		{fmt.Errorf("lock: %w", dlock.ErrInvalidTTL), ExitUsage},
-		{backendError("status", errors.New("connection refused")), ExitUnavailable},
+		{fmt.Errorf("%w: connection refused", dlock.ErrBackend), ExitUnavailable},
 		{fmt.Errorf("%w: %q", dlock.ErrNotAcquired, "k"), ExitNotAcquired},
 		{dlock.ErrLockLost, ExitLockLost},
 		{&exitError{code: 3, quiet: true}, 3},

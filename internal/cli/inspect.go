@@ -13,21 +13,16 @@ import (
 	"time"
 
 	"github.com/dlockio/dlock"
-	"github.com/dlockio/dlock/driver"
 	"github.com/dlockio/dlock/redisdriver"
 )
-
-// inspector is what status, list and unlock need from the driver.
-type inspector = driver.Inspector
 
 // inspectTimeout bounds an operator command against a store that hangs.
 const inspectTimeout = 10 * time.Second
 
 const statusUsage = `Usage: dlock status [--json] KEY
 
-Shows who holds the lock KEY: the latest fencing token issued for it (the
-holder's, or higher if others have tried to take the lock since), the
-holder's host, pid and meta text, how long it has been held and how long its TTL has left.
+Shows who holds the lock KEY: the holder's fencing token, host, pid and
+meta text, how long it has been held and how long its TTL has left.
 Exit status 0 when held, 1 when free.
 ` + jsonHelp
 
@@ -40,8 +35,7 @@ const jsonHelp = `
 --json prints one object per lock (list: an array of them, [] when none):
   key          lock name
   held         true when held (status of a free lock: {"key": ..., "held": false})
-  token        latest fencing token issued for the lock: the holder's, or
-               higher after others' attempts (integer, below 2^53)
+  token        the holder's fencing token (integer, below 2^53)
   host, pid    the holder's host name and process id
   meta         the holder's free text ("" when none)
   since        acquisition time, RFC 3339 in UTC, by the holder's clock
@@ -51,11 +45,12 @@ const jsonHelp = `
 
 const unlockUsage = `Usage: dlock unlock --force KEY
 
-Breaks the lock KEY whoever holds it and prints the latest fencing token
-issued for it: the broken holder's token is at most that, so a resource that
-rejects tokens up to it is safe from the broken holder. The holder finds out at its next renewal (within a third of its TTL):
-its lease ends as lost, and a 'dlock run' holding it terminates its command
-and exits 76. Exit status 1 when the lock was free.
+Breaks the lock KEY whoever holds it and prints the broken holder's fencing
+token: a resource that rejects tokens up to it is safe from the broken
+holder, and every later acquisition gets a higher one. The holder finds out
+at its next renewal (within a third of its TTL): its lease ends as lost, and
+a 'dlock run' holding it terminates its command and exits 76.
+Exit status 1 when the lock was free.
 `
 
 // lockJSON is the stable JSON form of a lock; see jsonHelp.
@@ -78,7 +73,7 @@ type freeJSON struct {
 	Held bool   `json:"held"`
 }
 
-func toJSON(info driver.LockInfo, now time.Time) lockJSON {
+func toJSON(info dlock.LockInfo, now time.Time) lockJSON {
 	return lockJSON{
 		Key: info.Key, Held: true, Token: info.Token,
 		Host: info.Owner.Host, PID: info.Owner.PID, Meta: info.Owner.Meta,
@@ -88,55 +83,63 @@ func toJSON(info driver.LockInfo, now time.Time) lockJSON {
 	}
 }
 
-// openInspector connects to --redis; close it when done.
-func (s *invocation) openInspector() (inspector, func(), error) {
+// openClient returns a Client on --redis. Opening makes no round trip, so
+// errors from it are usage errors (a bad URL or option). Close the Client
+// when done; that closes its connections too.
+func (s *invocation) openClient(opts ...dlock.Option) (*dlock.Client, error) {
 	target, err := s.target()
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	rdb := target.NewClient(nil)
 	drv, err := redisdriver.New(rdb)
 	if err != nil {
 		_ = rdb.Close()
-		return nil, nil, err
+		return nil, err
 	}
-	return drv, func() { _ = rdb.Close() }, nil
+	c, err := dlock.New(drv, opts...)
+	if err != nil {
+		_ = rdb.Close()
+		return nil, err
+	}
+	return c, nil
 }
 
-// backendError makes a driver error match dlock.ErrBackend (the Inspector
-// methods return the driver's errors unwrapped).
-func backendError(op string, err error) error {
-	return fmt.Errorf("%w: %s: %w", dlock.ErrBackend, op, err)
-}
-
-// keyArg returns the command's one KEY argument, rejecting names no lock
-// can have before any round trip.
+// keyArg returns the command's one KEY argument.
 func keyArg(fs *flag.FlagSet, cmd string) (string, error) {
 	if fs.NArg() != 1 {
 		return "", usageErrorf("want exactly one KEY, got %d arguments (see dlock %s --help)", fs.NArg(), cmd)
 	}
-	key := fs.Arg(0)
-	if err := dlock.CheckKey(key); err != nil {
-		return "", &exitError{code: ExitUsage, err: err}
-	}
-	return key, nil
+	return fs.Arg(0), nil
 }
 
-// withInspector runs f against the invocation's store, bounded by
-// inspectTimeout. Errors from opening the store (a bad URL) come back as
-// they are; f's are store failures and match dlock.ErrBackend.
-func (s *invocation) withInspector(ctx context.Context, op string, f func(context.Context, inspector) error) error {
-	insp, closeFn, err := s.openInspector()
+// checkKey rejects, before any round trip, a name no lock can have on c's
+// store.
+func checkKey(c *dlock.Client, key string) error {
+	if err := c.CheckKey(key); err != nil {
+		return &exitError{code: ExitUsage, err: err}
+	}
+	return nil
+}
+
+// withClient runs f with a Client on the invocation's store and a context
+// bounded by inspectTimeout. Errors from opening the store (a bad URL) come
+// back as they are; f's store failures match dlock.ErrBackend, including
+// when the store did not answer within inspectTimeout.
+func (s *invocation) withClient(ctx context.Context, op string, f func(context.Context, *dlock.Client) error) error {
+	c, err := s.openClient()
 	if err != nil {
 		return err
 	}
-	defer closeFn()
-	ctx, cancel := context.WithTimeout(ctx, inspectTimeout)
+	defer func() { _ = c.Close() }()
+	tctx, cancel := context.WithTimeout(ctx, inspectTimeout)
 	defer cancel()
-	if err := f(ctx, insp); err != nil {
-		return backendError(op, err)
+	err = f(tctx, c)
+	if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) && tctx.Err() != nil {
+		// Our own bound ran out, not the caller's: the store hangs.
+		return fmt.Errorf("%w: %s: no answer within %v: %w", dlock.ErrBackend, op, inspectTimeout, err)
 	}
-	return nil
+	return err
 }
 
 func statusCommand(ctx context.Context, s *invocation, args []string) error {
@@ -149,10 +152,13 @@ func statusCommand(ctx context.Context, s *invocation, args []string) error {
 	if err != nil {
 		return err
 	}
-	var info driver.LockInfo
+	var info dlock.LockInfo
 	var held bool
-	err = s.withInspector(ctx, "status", func(ctx context.Context, insp inspector) (err error) {
-		info, held, err = insp.Inspect(ctx, key)
+	err = s.withClient(ctx, "status", func(ctx context.Context, c *dlock.Client) (err error) {
+		if err := checkKey(c, key); err != nil {
+			return err
+		}
+		info, held, err = c.Inspect(ctx, key)
 		return err
 	})
 	if err != nil {
@@ -195,9 +201,9 @@ func listCommand(ctx context.Context, s *invocation, args []string) error {
 	if fs.NArg() > 1 {
 		return usageErrorf("want at most one PREFIX, got %d arguments (see dlock list --help)", fs.NArg())
 	}
-	var infos []driver.LockInfo
-	err := s.withInspector(ctx, "list", func(ctx context.Context, insp inspector) (err error) {
-		infos, err = insp.List(ctx, fs.Arg(0))
+	var infos []dlock.LockInfo
+	err := s.withClient(ctx, "list", func(ctx context.Context, c *dlock.Client) (err error) {
+		infos, err = c.List(ctx, fs.Arg(0))
 		return err
 	})
 	if err != nil {
@@ -239,8 +245,11 @@ func unlockCommand(ctx context.Context, s *invocation, args []string) error {
 	}
 	var token uint64
 	var held bool
-	err = s.withInspector(ctx, "unlock", func(ctx context.Context, insp inspector) (err error) {
-		token, held, err = insp.ForceRelease(ctx, key)
+	err = s.withClient(ctx, "unlock", func(ctx context.Context, c *dlock.Client) (err error) {
+		if err := checkKey(c, key); err != nil {
+			return err
+		}
+		token, held, err = c.ForceRelease(ctx, key)
 		return err
 	})
 	if err != nil {
@@ -255,14 +264,14 @@ func unlockCommand(ctx context.Context, s *invocation, args []string) error {
 
 // holderSummary describes the current holder for a "not acquired"
 // message; empty when it cannot be had quickly.
-func holderSummary(ctx context.Context, insp inspector, key string) string {
+func holderSummary(ctx context.Context, c *dlock.Client, key string) string {
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	info, held, err := insp.Inspect(ctx, key)
+	info, held, err := c.Inspect(ctx, key)
 	if err != nil || !held {
 		return ""
 	}
-	return fmt.Sprintf(" (holder: %s pid %d, latest token %d, ttl left %s)",
+	return fmt.Sprintf(" (holder: %s pid %d, token %d, ttl left %s)",
 		info.Owner.Host, info.Owner.PID, info.Token, roundDur(info.TTL))
 }
 

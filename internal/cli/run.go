@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/dlockio/dlock"
-	"github.com/dlockio/dlock/redisdriver"
 )
 
 const runUsage = `Usage: dlock run [--ttl D] [--wait D] [--grace D] [--meta TEXT] KEY -- COMMAND [ARGS...]
@@ -75,34 +74,31 @@ func runCommand(ctx context.Context, s *invocation, args []string) error {
 	if !flagGiven(fs, "meta") {
 		*meta = defaultMeta(argv)
 	}
-	target, err := s.target()
-	if err != nil {
-		return err
-	}
-
-	rdb := target.NewClient(nil)
-	defer func() { _ = rdb.Close() }()
-	drv, err := redisdriver.New(rdb)
-	if err != nil {
-		return err
-	}
 	level := slog.LevelError + 1 // the lost-lock warning is reported once, as the exit message
 	if *verbose {
 		level = slog.LevelWarn
 	}
 	logger := slog.New(slog.NewTextHandler(s.env.Stderr, &slog.HandlerOptions{Level: level}))
-	client, err := dlock.New(drv, dlock.WithLogger(logger), dlock.WithOwnerMeta(*meta))
+	// A TTL below the store's minimum fails here, a name the store cannot
+	// take just below: usage errors, found before any round trip.
+	client, err := s.openClient(dlock.WithDefaultTTL(*ttl), dlock.WithLogger(logger), dlock.WithOwnerMeta(*meta))
+	if errors.Is(err, dlock.ErrInvalidTTL) {
+		return usageErrorf("--ttl %v: %s", *ttl, strings.TrimPrefix(err.Error(), "dlock: "))
+	}
 	if err != nil {
 		return err
 	}
 	defer func() { _ = client.Close() }()
+	if err := checkKey(client, key); err != nil {
+		return err
+	}
 
 	sigs := notifySignals()
 	defer stopSignals(sigs)
 
 	lease, err := acquire(ctx, client, key, *ttl, wait, sigs)
 	if err != nil {
-		return describeAcquireError(ctx, drv, key, wait, err)
+		return describeAcquireError(ctx, client, key, wait, err)
 	}
 	return supervise(s.env, lease, argv, *grace, sigs)
 }
@@ -185,7 +181,7 @@ func acquire(ctx context.Context, c *dlock.Client, key string, ttl time.Duration
 	}
 }
 
-func describeAcquireError(ctx context.Context, insp inspector, key string, wait optionalDuration, err error) error {
+func describeAcquireError(ctx context.Context, c *dlock.Client, key string, wait optionalDuration, err error) error {
 	var se signalError
 	switch {
 	case errors.As(err, &se):
@@ -195,7 +191,7 @@ func describeAcquireError(ctx context.Context, insp inspector, key string, wait 
 		if wait.d > 0 {
 			why = "still held after " + wait.d.String()
 		}
-		return &exitError{code: ExitNotAcquired, err: fmt.Errorf("lock %q not acquired: %s%s", key, why, holderSummary(ctx, insp, key))}
+		return &exitError{code: ExitNotAcquired, err: fmt.Errorf("lock %q not acquired: %s%s", key, why, holderSummary(ctx, c, key))}
 	}
 	return err
 }

@@ -204,8 +204,9 @@ func (r *runner) newDlock(rdb redis.UniversalClient, name string) (locker, error
 	return newDlockLocker(rdb, r.prefix, name, r.cfg.TTL)
 }
 
-// cleanup deletes the demo's keys: dlock keeps each lock's fencing
-// counter for good, which a shared server should not collect.
+// cleanup deletes whatever the demo left under its prefix. dlock's keys
+// expire within a TTL on their own, but a naive lock whose EXPIRE never
+// ran (the run was interrupted between SETNX and EXPIRE) would stay.
 func cleanup(ctx context.Context, target *redisconn.Target, prefix string) error {
 	rdb := target.NewClient(nil)
 	defer func() { _ = rdb.Close() }()

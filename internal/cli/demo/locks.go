@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/dlockio/dlock"
-	"github.com/dlockio/dlock/driver"
 	"github.com/dlockio/dlock/redisdriver"
 	"github.com/redis/go-redis/v9"
 )
@@ -102,7 +101,6 @@ func (h *naiveHold) release(ctx context.Context) (bool, bool, error) {
 type dlockLocker struct {
 	rdb  redis.UniversalClient
 	c    *dlock.Client
-	insp driver.Inspector
 	ttl  time.Duration
 	meta string // owner metadata naming this instance
 }
@@ -119,7 +117,7 @@ func newDlockLocker(rdb redis.UniversalClient, prefix, name string, ttl time.Dur
 	if err != nil {
 		return nil, err
 	}
-	return &dlockLocker{rdb: rdb, c: c, insp: drv, ttl: ttl, meta: meta}, nil
+	return &dlockLocker{rdb: rdb, c: c, ttl: ttl, meta: meta}, nil
 }
 
 func (d *dlockLocker) acquire(ctx context.Context, key string) (hold, error) {
@@ -148,7 +146,7 @@ func (h *dlockHold) release(ctx context.Context) (bool, bool, error) {
 	// Look first: a release that reports success while the store showed
 	// another instance holding the lock would have deleted that instance's
 	// lock. (An instance has one worker, so its only hold is this one.)
-	before, held, err := h.d.insp.Inspect(ctx, h.l.Key())
+	before, held, err := h.d.c.Inspect(ctx, h.l.Key())
 	if err != nil {
 		return false, false, err
 	}

@@ -40,8 +40,10 @@ func (r *runner) run(ctx context.Context, label string, newLocker func(redis.Uni
 	for i := range insts {
 		g := &gate{}
 		name := fmt.Sprintf("w%d", i+1)
-		l, err := newLocker(r.target.NewClient(g.wrap), name)
+		rdb := r.target.NewClient(g.wrap)
+		l, err := newLocker(rdb, name)
 		if err != nil {
+			_ = rdb.Close()
 			for _, in := range insts[:i] {
 				in.locker.close()
 			}
