@@ -5,6 +5,11 @@
 // of package driver: exclusion, fencing-token order across every kind of
 // loss, idempotent retries after lost replies, batched renewal and release,
 // release notifications, deadline behaviour, and bad input.
+//
+// The suite calls drivers directly, as dlock's engine does, and names every
+// lock after the subtest that uses it, so drivers sharing one store do not
+// collide. Most subtests run in parallel; those that restart the store run
+// alone. The whole suite takes a few seconds.
 package drivertest
 
 import (
@@ -28,17 +33,92 @@ const (
 // Harness tells the suite how to make and break a driver's store.
 type Harness struct {
 	// New returns a driver on a store that no other test shares (a fresh
-	// store or a unique key prefix). The suite closes it.
+	// store or a unique key prefix). The suite closes it. New is called
+	// from parallel subtests, once or more per subtest.
 	New func(t *testing.T) driver.Driver
-	// Restart, if set, restarts the store; drivers made by New must work
-	// again afterwards. Subtests that need it are skipped when it is nil.
+	// Restart, if set, restarts the store of the drivers New made for t;
+	// drivers made by New must work again afterwards (the first request
+	// after a restart may fail while a connection is re-established; the
+	// suite retries for a few seconds). Subtests that need it are skipped
+	// when it is nil. The suite calls it only while no other subtest runs.
 	Restart func(t *testing.T, how Restart)
 	// Snapshot, if set, saves the store's state for RestartFromSnapshot.
 	Snapshot func(t *testing.T)
+	// BadKeys, if set, are lock names the driver's KeyChecker must reject
+	// with an error matching driver.ErrInvalid. Setting it for a driver
+	// without a KeyChecker fails the suite.
+	BadKeys []string
 }
 
 // Run runs the conformance suite as subtests of t.
+//
+// The subtests are grouped; groups run one after another and the subtests
+// of a group in parallel, except those that restart the store, which run
+// before their group's parallel subtests start.
 func Run(t *testing.T, h Harness) {
 	t.Helper()
-	// TODO: the suite.
+	if h.New == nil {
+		t.Fatal("drivertest: Harness.New is nil")
+	}
+	groups := []struct {
+		name  string
+		tests []subtest
+	}{
+		{"Basics", []subtest{
+			{"Capabilities", testCapabilities, true},
+			{"Exclusion", testExclusion, true},
+			{"ExclusionContended", testExclusionContended, true},
+			{"Keys", testKeys, true},
+			{"KeyChecker", testKeyChecker, true},
+			{"Context", testContext, true},
+		}},
+		{"Tokens", []subtest{
+			{"RestartEmpty", testRestartEmpty, false},
+			{"RestartFromSnapshot", testRestartFromSnapshot, false},
+			{"Release", testTokensRelease, true},
+			{"Expiry", testTokensExpiry, true},
+			{"ForceRelease", testTokensForceRelease, true},
+		}},
+		{"Retry", []subtest{
+			{"Acquire", testRetryAcquire, true},
+			{"Release", testRetryRelease, true},
+			{"Stranger", testRetryStranger, true},
+			{"ReleaseBatch", testReleaseBatch, true},
+		}},
+		{"Renew", []subtest{
+			{"Extends", testRenewExtends, true},
+			{"NotHeld", testRenewNotHeld, true},
+			{"Empty", testRenewEmpty, true},
+		}},
+		{"Watch", []subtest{
+			{"Release", testWatchRelease, true},
+			{"ForceRelease", testWatchForceRelease, true},
+			{"Remove", testWatchRemove, true},
+			{"Nil", testWatchNil, true},
+			{"Close", testWatchClose, true},
+		}},
+		{"Inspector", []subtest{
+			{"Inspect", testInspect, true},
+			{"List", testList, true},
+			{"ForceRelease", testForceRelease, true},
+		}},
+	}
+	for _, g := range groups {
+		t.Run(g.name, func(t *testing.T) {
+			for _, st := range g.tests {
+				t.Run(st.name, func(t *testing.T) {
+					if st.parallel {
+						t.Parallel()
+					}
+					st.fn(t, h)
+				})
+			}
+		})
+	}
+}
+
+type subtest struct {
+	name     string
+	fn       func(t *testing.T, h Harness)
+	parallel bool
 }

@@ -1,0 +1,143 @@
+package drivertest
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/dlockio/dlock/driver"
+)
+
+// testWatchRelease: a release of a followed key calls the callback with
+// the key, and by then the lock is free.
+func testWatchRelease(t *testing.T, h Harness) {
+	e := newEnv(t, h)
+	ttl := e.ttl(longTTL)
+	k := e.key("lock")
+	rec := newRecorder()
+	w := e.watch(rec)
+	e.add(w, k)
+
+	e.releaseOne(e.acquire(k, ttl), driver.Released)
+	if !rec.wait(k, 1) {
+		t.Fatalf("release of a followed key: no notification within %v", waitFor)
+	}
+	// The notification came after the release: the lock is free (acquire
+	// fails the test otherwise).
+	e.releaseOne(e.acquire(k, ttl), driver.Released)
+	if !rec.wait(k, 2) {
+		t.Fatalf("second release of a followed key: no notification within %v", waitFor)
+	}
+}
+
+// testWatchForceRelease: a forced release wakes watchers too.
+func testWatchForceRelease(t *testing.T, h Harness) {
+	e := newEnv(t, h)
+	in := e.inspector()
+	k := e.key("lock")
+	rec := newRecorder()
+	e.add(e.watch(rec), k)
+	e.acquire(k, e.ttl(longTTL))
+	if _, ok, err := in.ForceRelease(e.ctx, k); err != nil || !ok {
+		t.Fatalf("ForceRelease of a held lock: ok %v, err %v", ok, err)
+	}
+	if !rec.wait(k, 1) {
+		t.Fatalf("ForceRelease of a followed key: no notification within %v", waitFor)
+	}
+}
+
+// testWatchRemove: after Remove, releases of the key are not delivered;
+// keys never added are not delivered either.
+//
+// A notification may be in flight when Remove is called, so the test
+// waits for the one it caused before removing, and after the later
+// releases it waits for a sentinel key's notification, released last,
+// before counting. A driver whose Remove takes effect asynchronously gets
+// one more chance to settle: a key is added after the Remove, and Add
+// returns only once its subscription is confirmed.
+func testWatchRemove(t *testing.T, h Harness) {
+	e := newEnv(t, h)
+	ttl := e.ttl(longTTL)
+	k, sentinel := e.key("removed"), e.key("sentinel")
+	unwatched := e.key("unwatched")
+	rec := newRecorder()
+	w := e.watch(rec)
+	e.add(w, k)
+	e.add(w, sentinel)
+
+	e.releaseOne(e.acquire(k, ttl), driver.Released)
+	if !rec.wait(k, 1) {
+		t.Fatalf("release of a followed key: no notification within %v", waitFor)
+	}
+	if err := w.Remove(e.ctx, k); err != nil {
+		t.Fatalf("Watcher.Remove(%q): %v", k, err)
+	}
+	e.add(w, e.key("barrier"))
+
+	e.releaseOne(e.acquire(k, ttl), driver.Released)
+	e.releaseOne(e.acquire(unwatched, ttl), driver.Released)
+	e.releaseOne(e.acquire(sentinel, ttl), driver.Released)
+	if !rec.wait(sentinel, 1) {
+		t.Fatalf("release of a followed key: no notification within %v", waitFor)
+	}
+	if n := rec.count(k) - 1; n != 0 {
+		t.Errorf("%d notifications for a release after Remove, want none", n)
+	}
+	if n := rec.count(unwatched); n != 0 {
+		t.Errorf("%d notifications for a key never added, want none", n)
+	}
+}
+
+// testWatchNil: a nil callback is an invalid argument.
+func testWatchNil(t *testing.T, h Harness) {
+	e := newEnv(t, h)
+	w, err := e.d.Watch(nil)
+	if w != nil {
+		defer w.Close()
+	}
+	if !errors.Is(err, driver.ErrInvalid) {
+		t.Errorf("Watch(nil) error = %v, want one matching driver.ErrInvalid", err)
+	}
+}
+
+// testWatchClose: Close returns promptly, used or not, and the callback of
+// a closed Watcher is not called again, while other Watchers still are.
+func testWatchClose(t *testing.T, h Harness) {
+	e := newEnv(t, h)
+	k := e.key("lock")
+	closed, open := newRecorder(), newRecorder()
+	w, err := e.d.Watch(closed.onRelease)
+	if err != nil {
+		t.Fatalf("Watch: %v", err)
+	}
+	e.add(w, k)
+	e.add(e.watch(open), k)
+	unused, err := e.d.Watch(func(string) {})
+	if err != nil {
+		t.Fatalf("Watch: %v", err)
+	}
+	closeWithin(t, "Close of a Watcher following a key", w)
+	closeWithin(t, "Close of a Watcher never used", unused)
+
+	e.releaseOne(e.acquire(k, e.ttl(longTTL)), driver.Released)
+	if !open.wait(k, 1) {
+		t.Fatalf("release of a key followed by an open Watcher: no notification within %v", waitFor)
+	}
+	if n := closed.count(k); n != 0 {
+		t.Errorf("callback of a closed Watcher called %d times", n)
+	}
+}
+
+func closeWithin(t *testing.T, what string, w driver.Watcher) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- w.Close() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("%s: %v", what, err)
+		}
+	case <-time.After(waitFor):
+		t.Errorf("%s did not return within %v", what, waitFor)
+	}
+}
