@@ -1,0 +1,44 @@
+package memdriver
+
+import "maps"
+
+// Snapshot is a copy of a store's data, taken by Driver.Snapshot, for
+// Driver.Restart to restore.
+type Snapshot struct {
+	locks    map[string]lockState
+	released map[string]releasedState
+}
+
+// Snapshot copies the store's locks and remembered releases, as a store
+// that saves its data periodically (or a replica) holds them now.
+func (d *Driver) Snapshot() *Snapshot {
+	s := d.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return &Snapshot{locks: maps.Clone(s.locks), released: maps.Clone(s.released)}
+}
+
+// Restart simulates a restart of the store, for every handle on it. With
+// a nil from the store comes back empty, as without persistence; otherwise
+// it comes back with from's locks and remembered releases, as from a
+// snapshot older than the last writes or a failover to a lagging replica:
+// locks taken since are gone, locks released since are held again, each
+// until its original expiry (expiry times are absolute, as stores save
+// them). Nobody is notified of the locks that vanish.
+//
+// Watchers stay subscribed, as a client that reconnects and resubscribes
+// keeps them. The fencing counter is not part of the lost state: a store
+// must keep its tokens increasing across restarts for fencing to mean
+// anything, and tests of the code above it need a store that does.
+func (d *Driver) Restart(from *Snapshot) {
+	s := d.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.locks = make(map[string]lockState)
+	s.released = make(map[string]releasedState)
+	if from != nil {
+		// Copy, so that one Snapshot can be restored more than once.
+		maps.Copy(s.locks, from.locks)
+		maps.Copy(s.released, from.released)
+	}
+}
