@@ -1,19 +1,48 @@
--- Take the lock if it is free and issue the next fencing token, in one
--- script. Used the first time this driver acquires a lock name; later
--- acquisitions use a MULTI transaction of plain commands instead (see
--- acquire.go), which costs Redis much less than a script.
--- KEYS[1] lock, KEYS[2] fencing counter
--- ARGV[1] lock value "<id>:<since ms>:<owner JSON>", ARGV[2] ttl ms
--- Returns {1, token} when acquired, {0, pttl} when busy.
-if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  -- Our own value means an earlier try of this same request took the lock
-  -- and its reply was lost (the client library retried): it is ours.
-  if redis.call('GET', KEYS[1]) ~= ARGV[1] then
-    return {0, redis.call('PTTL', KEYS[1])}
+-- Take the lock if it is free and issue the next fencing token.
+-- KEYS[1] lock, KEYS[2] the last released lock of the same name
+-- ARGV[1] id prefix ("<id>" SEP), ARGV[2] ttl ms,
+-- ARGV[3] the rest of the value (SEP "<since ms>" SEP "<owner JSON>"),
+-- ARGV[4] '1' when the caller will wait and needs the holder's PTTL
+-- Returns {ACQUIRED, token} or {BUSY, pttl}; pttl is TTL_UNKNOWN when not
+-- asked for (or the holder's key has no expiry).
+local mine, v = owned(KEYS[1], ARGV[1])
+if mine then
+  -- Our own lock: an earlier try of this same request took it and its
+  -- reply was lost (go-redis resends such a command). Same token.
+  return {__ACQUIRED__, token_of(v, KEYS[1])}
+end
+if v then
+  if ARGV[4] ~= '1' then
+    return {__BUSY__, __TTL_UNKNOWN__}
   end
+  return {__BUSY__, redis.call('PTTL', KEYS[1])}
 end
-local token = redis.call('INCR', KEYS[2])
-if token < UNSEEDED then
-  token = seed(KEYS[2])
+
+-- The token is a hybrid logical clock:
+--   token = max(token recorded in KEYS[2] + 1, server TIME in microseconds)
+-- Why it exceeds every token issued before for this name:
+--  * Every token is at least the server time at its issue, and exceeds it
+--    by at most a few microseconds (the +1 of a record issued within the
+--    last few microseconds; every script call takes longer than that).
+--  * A record of every token lives until at least its issue time plus the
+--    shortest TTL (20 ms): the lock key itself, then, after a release,
+--    KEYS[2], which RENAME gives the lock's remaining TTL. A later release
+--    overwrites KEYS[2] with a greater token, which serves as well.
+--  * So a new token is greater either through the record, or because the
+--    record is gone and the server clock has passed issue time + TTL.
+--  * After a restart from any older state (an RDB snapshot, an AOF synced
+--    every second, a replica that lagged), restored records are merely
+--    old, and TIME has moved past every token issued before the crash.
+-- Assumed: the server clock never goes back, and across a failover the new
+-- master's clock is not behind the old one's by more than the time between
+-- the last acquisition on the old master and the first on the new one.
+-- No counter is kept, so nothing outlives the locks it describes.
+local t = redis.call('TIME')
+local token = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local last = redis.call('GET', KEYS[2])
+if last then
+  token = math.max(token, token_of(last, KEYS[2]) + 1)
 end
-return {1, token}
+-- %.0f: tostring would print large numbers in exponent form.
+redis.call('SET', KEYS[1], ARGV[1] .. string.format('%.0f', token) .. ARGV[3], 'PX', ARGV[2])
+return {__ACQUIRED__, token}

@@ -1,25 +1,14 @@
-// Package redisdriver is the Redis backend of dlock, built on go-redis v9.
-// It accepts any redis.UniversalClient: a plain client, a Sentinel failover
-// client, or a Cluster client.
-//
-// Data layout, for a lock named NAME and the default prefix "dlock:":
-//
-//	dlock:{NAME}            "<id>:<since ms>:<owner JSON>" while held, expiring with the lock
-//	dlock:{NAME}:fence      fencing counter: the latest token issued (kept, so tokens never repeat)
-//	dlock:{NAME}:last       the last released lock's value, for as long as its TTL had left
-//	dlock:{NAME}:released   pub/sub channel that wakes waiters
-//
-// The {NAME} hash tag puts all of a lock's keys in one Cluster slot, so each
-// operation is one script call or one pipeline on one node.
 package redisdriver
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
+	"reflect"
 	"strings"
+	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/dlockio/dlock/driver"
 	"github.com/redis/go-redis/v9"
@@ -28,18 +17,33 @@ import (
 // DefaultPrefix starts every key and channel dlock writes.
 const DefaultPrefix = "dlock:"
 
-// Driver implements driver.Driver and driver.Inspector on Redis.
+// MaxBatch is the most requests one Renew or Release call should carry
+// (Capabilities.MaxBatch): a thousand keep a script call well under a
+// millisecond of the server's single thread.
+const MaxBatch = 1000
+
+const (
+	sep           = ":"         // between the fields of a lock value
+	lastSuffix    = ":last"     // after the lock key: the last released lock
+	channelSuffix = ":released" // after the lock key: the release channel
+)
+
+// Driver implements driver.Driver, driver.KeyChecker and driver.Inspector
+// on Redis. Make one with New or Open.
 type Driver struct {
 	rdb        redis.UniversalClient
 	cluster    *redis.ClusterClient // non-nil in Cluster mode: batches are grouped by slot
 	prefix     string
-	known      *nameSet // lock names whose fencing counter exists
+	ownsClient bool // made by Open: Close closes rdb
+	closeOnce  sync.Once
+	closeErr   error
 	ownerCache atomic.Pointer[ownerEncoding]
 }
 
 var (
-	_ driver.Driver    = (*Driver)(nil)
-	_ driver.Inspector = (*Driver)(nil)
+	_ driver.Driver     = (*Driver)(nil)
+	_ driver.KeyChecker = (*Driver)(nil)
+	_ driver.Inspector  = (*Driver)(nil)
 )
 
 // Option configures a Driver.
@@ -57,12 +61,13 @@ func WithPrefix(prefix string) Option {
 }
 
 // New returns a Driver using rdb. The caller keeps ownership of rdb and
-// closes it after the dlock Client.
+// closes it after the dlock Client. A nil rdb, or a nil pointer of a
+// client type, is an error matching driver.ErrInvalid.
 func New(rdb redis.UniversalClient, opts ...Option) (*Driver, error) {
-	if rdb == nil || isNilClient(rdb) {
+	if isNil(rdb) {
 		return nil, fmt.Errorf("%w: nil redis client", driver.ErrInvalid)
 	}
-	d := &Driver{rdb: rdb, prefix: DefaultPrefix, known: newNameSet()}
+	d := &Driver{rdb: rdb, prefix: DefaultPrefix}
 	d.cluster, _ = rdb.(*redis.ClusterClient)
 	for _, o := range opts {
 		if o == nil {
@@ -75,25 +80,63 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Driver, error) {
 	return d, nil
 }
 
-// isNilClient catches typed nil pointers in the interface.
-func isNilClient(rdb redis.UniversalClient) bool {
-	switch c := rdb.(type) {
-	case *redis.Client:
-		return c == nil
-	case *redis.ClusterClient:
-		return c == nil
-	case *redis.Ring:
-		return c == nil
+// isNil also catches a typed nil pointer in the interface, which would
+// otherwise only fail, with a panic, at the first command.
+func isNil(rdb redis.UniversalClient) bool {
+	if rdb == nil {
+		return true
 	}
-	return false
+	v := reflect.ValueOf(rdb)
+	return v.Kind() == reflect.Pointer && v.IsNil()
+}
+
+// Capabilities implements driver.Driver.
+//
+// Redis keeps expiry times in whole milliseconds and may count a key
+// expired up to a millisecond early: ExpiryMargin covers that and the
+// rounding of the TTL itself. go-redis does not abort a read in flight
+// when its context is cancelled (and without ContextTimeoutEnabled it
+// ignores deadlines as well), so the driver is not ContextAware.
+func (d *Driver) Capabilities() driver.Capabilities {
+	return driver.Capabilities{
+		TTLUnit:      time.Millisecond,
+		MinTTL:       20 * time.Millisecond,
+		ExpiryMargin: 2 * time.Millisecond,
+		MaxBatch:     MaxBatch,
+		ContextAware: false,
+	}
+}
+
+// CheckKey implements driver.KeyChecker. A key must not start with '}':
+// wrapped in the {hash tag}, it would make the tag empty, and Redis
+// Cluster would hash a lock's two keys to different slots.
+func (d *Driver) CheckKey(key string) error {
+	if strings.HasPrefix(key, "}") {
+		return fmt.Errorf("%w: key %q starts with '}'", driver.ErrInvalid, key)
+	}
+	return nil
+}
+
+// checkID rejects owner ids the lock value format cannot carry.
+func checkID(id string) error {
+	if id == "" || strings.Contains(id, sep) {
+		return fmt.Errorf("%w: owner id %q (must be non-empty, without %q)", driver.ErrInvalid, id, sep)
+	}
+	return nil
+}
+
+// checkTTL rejects TTLs Redis would refuse (PX takes a positive count of
+// milliseconds).
+func checkTTL(ttl time.Duration) error {
+	if ttl < time.Millisecond {
+		return fmt.Errorf("%w: ttl %v below 1ms", driver.ErrInvalid, ttl)
+	}
+	return nil
 }
 
 func (d *Driver) lockKey(name string) string { return d.prefix + "{" + name + "}" }
-func (d *Driver) fenceKey(name string) string {
-	return d.lockKey(name) + ":fence"
-}
-func (d *Driver) lastKey(name string) string { return d.lockKey(name) + ":last" }
-func (d *Driver) channel(name string) string { return d.lockKey(name) + ":released" }
+func (d *Driver) lastKey(name string) string { return d.lockKey(name) + lastSuffix }
+func (d *Driver) channel(name string) string { return d.lockKey(name) + channelSuffix }
 
 // nameFromChannel inverts channel; ok is false for foreign channels.
 func (d *Driver) nameFromChannel(ch string) (string, bool) {
@@ -101,28 +144,29 @@ func (d *Driver) nameFromChannel(ch string) (string, bool) {
 	if !ok {
 		return "", false
 	}
-	return strings.CutSuffix(s, "}:released")
+	return strings.CutSuffix(s, "}"+channelSuffix)
 }
 
-// ForceRelease implements driver.Inspector. The token it returns is the
-// latest the fencing counter issued (see Inspect).
+// ForceRelease implements driver.Inspector: it frees the lock whoever
+// holds it, keeps its token on record (as a release does) and wakes
+// waiters. The holder's own later release then answers NotHeld.
 func (d *Driver) ForceRelease(ctx context.Context, key string) (uint64, bool, error) {
-	v, err := forceReleaseScript.Run(ctx, d.rdb, []string{d.lockKey(key), d.fenceKey(key)}, d.channel(key)).StringSlice()
+	tok, err := forceReleaseScript.run(ctx, d.rdb, []string{d.lockKey(key), d.lastKey(key)}).Int64()
 	if errors.Is(err, redis.Nil) {
 		return 0, false, nil
 	}
 	if err != nil {
 		return 0, false, err
 	}
-	if len(v) != 2 {
-		return 0, true, fmt.Errorf("force release script: unexpected reply %q", v)
-	}
-	token, err := strconv.ParseUint(v[1], 10, 64)
-	if err != nil {
-		return 0, true, fmt.Errorf("malformed fencing counter %q: %w", v[1], err)
-	}
-	return token, true, nil
+	return uint64(tok), true, nil
 }
 
-// Close implements driver.Driver. The redis client is the caller's to close.
-func (d *Driver) Close() error { return nil }
+// Close implements driver.Driver. It closes the redis client only if the
+// driver made it (Open); a client passed to New is the caller's to close.
+func (d *Driver) Close() error {
+	if !d.ownsClient {
+		return nil
+	}
+	d.closeOnce.Do(func() { d.closeErr = d.rdb.Close() })
+	return d.closeErr
+}

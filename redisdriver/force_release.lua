@@ -1,11 +1,16 @@
--- Operator's break-glass release: free the lock whoever holds it.
--- KEYS[1] lock, KEYS[2] fencing counter; ARGV[1] release channel
--- Returns {broken holder's lock value, latest token issued}, or false when
--- the lock was free.
+-- Operator's break-glass release: free the lock whoever holds it and wake
+-- waiters.
+-- KEYS[1] lock, KEYS[2] last released lock
+-- Returns the broken holder's token, or false when the lock was free.
 local v = redis.call('GET', KEYS[1])
 if not v then
   return false
 end
-redis.call('DEL', KEYS[1])
-redis.call('PUBLISH', ARGV[1], '')
-return {v, redis.call('GET', KEYS[2]) or '0'}
+local token = token_of(v, KEYS[1])
+-- Keep the token on record like a release does (acquire.lua relies on it),
+-- but without the holder's id: the holder's own release must answer
+-- NOT_HELD, not ALREADY_RELEASED. An empty id is one no owner has.
+redis.call('RENAME', KEYS[1], KEYS[2])
+redis.call('SET', KEYS[2], string.sub(v, string.find(v, SEP, 1, true)), 'KEEPTTL')
+redis.call('PUBLISH', KEYS[1] .. CHANNEL_SUFFIX, '')
+return token

@@ -3,8 +3,6 @@ package redisdriver
 import (
 	"context"
 	"errors"
-	"fmt"
-	"strconv"
 	"strings"
 	"sync"
 
@@ -12,20 +10,16 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Inspect implements driver.Inspector. Its Token is the fencing counter:
-// the latest token issued for the key. That is the holder's token unless
-// acquisition attempts were made since it took the lock (every attempt
-// increments the counter, see Acquire); it is never lower, so it is the
-// right bound for a protected resource to fence off the holder.
+// Inspect implements driver.Inspector. The token is the holder's, read
+// from the lock value.
 func (d *Driver) Inspect(ctx context.Context, key string) (driver.LockInfo, bool, error) {
 	k := d.lockKey(key)
-	var get, fence *redis.StringCmd
+	var get *redis.StringCmd
 	var pttl *redis.DurationCmd
-	// MULTI/EXEC so that value, TTL and token are read at the same moment.
+	// MULTI/EXEC so that value and TTL are read at the same moment.
 	_, err := d.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		get = p.Get(ctx, k)
 		pttl = p.PTTL(ctx, k)
-		fence = p.Get(ctx, d.fenceKey(key))
 		return nil
 	})
 	if err != nil && !errors.Is(err, redis.Nil) {
@@ -37,11 +31,6 @@ func (d *Driver) Inspect(ctx context.Context, key string) (driver.LockInfo, bool
 	info := driver.LockInfo{Key: key, TTL: pttl.Val()}
 	if err := parseValue(get.Val(), &info); err != nil {
 		return driver.LockInfo{}, false, err
-	}
-	if fence.Err() == nil {
-		if info.Token, err = strconv.ParseUint(fence.Val(), 10, 64); err != nil {
-			return driver.LockInfo{}, false, fmt.Errorf("malformed fencing counter %q: %w", fence.Val(), err)
-		}
 	}
 	return info, true, nil
 }

@@ -8,57 +8,81 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Release implements driver.Driver.
+// Release implements driver.Driver: one release.lua call per Cluster slot
+// (one in total otherwise), all sent in one pipeline.
 //
-// On one server the PUBLISH that wakes waiters goes out as a plain command
-// right after the script, in the same pipeline: made from inside the script
-// it costs Redis several times as much (docs/benchmarks.md). The commands of
-// a pipeline run in order on one connection, so waiters still hear of a
-// release only after it happened. A Cluster client may route the PUBLISH to
-// another node, where it could overtake the script, so in Cluster mode the
-// script publishes.
-func (d *Driver) Release(ctx context.Context, req driver.ReleaseRequest) (driver.ReleaseResult, error) {
-	keys := []string{d.lockKey(req.Key), d.lastKey(req.Key)}
-	var n int64
-	var err error
-	if d.cluster != nil {
-		n, err = releaseScript.Run(ctx, d.rdb, keys, idPrefix(req.ID), d.channel(req.Key)).Int64()
-	} else {
-		n, err = d.releaseThenPublish(ctx, keys, idPrefix(req.ID), d.channel(req.Key))
+// On one server the PUBLISHes that wake waiters go out as plain commands
+// right after the script, in the same pipeline: made from inside the
+// script they cost Redis several times as much (docs/benchmarks.md). The
+// commands of a pipeline run in order on one connection, so waiters still
+// hear of a release only after it happened. A Cluster client may route a
+// PUBLISH to another node, where it could overtake the script, so in
+// Cluster mode the script publishes. On one server every key of the batch
+// is published, released or not (the results are not known when the
+// pipeline is sent); a waiter woken for nothing finds the lock held and
+// waits again.
+func (d *Driver) Release(ctx context.Context, reqs []driver.ReleaseRequest) ([]driver.ReleaseResult, error) {
+	if len(reqs) == 0 {
+		return nil, nil
 	}
-	if err != nil {
-		return 0, err
-	}
-	switch n {
-	case 1:
-		return driver.Released, nil
-	case 2:
-		return driver.AlreadyReleased, nil
-	case 0:
-		return driver.NotHeld, nil
-	}
-	return 0, fmt.Errorf("release script: unexpected reply %d", n)
-}
-
-// releaseThenPublish pipelines the release script (told not to publish) and
-// a PUBLISH. A release that was refused publishes too; waiters woken by it
-// find the lock held and wait again.
-func (d *Driver) releaseThenPublish(ctx context.Context, keys []string, id, channel string) (int64, error) {
-	run := func(script func(redis.Pipeliner) *redis.Cmd) (int64, error) {
-		var cmd *redis.Cmd
-		if _, err := d.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-			cmd = script(p)
-			p.Publish(ctx, channel, "")
-			return nil
-		}); err != nil {
-			return 0, err
+	for _, r := range reqs {
+		if err := checkID(r.ID); err != nil {
+			return nil, err
 		}
-		return cmd.Int64()
 	}
-	n, err := run(func(p redis.Pipeliner) *redis.Cmd { return releaseScript.EvalSha(ctx, p, keys, id, "") })
-	if redis.HasErrorPrefix(err, "NOSCRIPT") {
-		// Not cached on this server yet (first use, restart, failover).
-		n, err = run(func(p redis.Pipeliner) *redis.Cmd { return releaseScript.Eval(ctx, p, keys, id, "") })
+	groups := d.groupBySlot(len(reqs), func(i int) string { return reqs[i].Key })
+	publishInScript := "0"
+	if d.cluster != nil {
+		publishInScript = "1"
 	}
-	return n, err
+	calls := make([]*call, len(groups))
+	for gi, g := range groups {
+		cl := &call{s: releaseScript, keys: make([]string, 0, 2*len(g)), args: make([]any, 1, 1+len(g))}
+		cl.args[0] = publishInScript
+		var channels []string
+		seen := make(map[string]bool, len(g))
+		for _, ri := range g {
+			k := reqs[ri].Key
+			cl.keys = append(cl.keys, d.lockKey(k), d.lastKey(k))
+			cl.args = append(cl.args, idPrefix(reqs[ri].ID))
+			if !seen[k] {
+				seen[k] = true
+				channels = append(channels, d.channel(k))
+			}
+		}
+		if d.cluster == nil {
+			cl.after = func(p redis.Pipeliner) {
+				for _, ch := range channels {
+					p.Publish(ctx, ch, "")
+				}
+			}
+		}
+		calls[gi] = cl
+	}
+	if err := runCalls(ctx, d.rdb.Pipeline(), calls); err != nil {
+		return nil, err
+	}
+	results := make([]driver.ReleaseResult, len(reqs))
+	for gi, g := range groups {
+		v, err := calls[gi].reply.Int64Slice()
+		if err != nil {
+			return nil, err
+		}
+		if len(v) != len(g) {
+			return nil, fmt.Errorf("release script: %d answers for %d keys", len(v), len(g))
+		}
+		for i, ri := range g {
+			switch v[i] {
+			case replyReleased:
+				results[ri] = driver.Released
+			case replyAlreadyReleased:
+				results[ri] = driver.AlreadyReleased
+			case replyNotHeld:
+				results[ri] = driver.NotHeld
+			default:
+				return nil, fmt.Errorf("release script: unexpected answer %d", v[i])
+			}
+		}
+	}
+	return results, nil
 }

@@ -1,23 +1,26 @@
--- Release the lock if it is still ours and wake waiters.
--- KEYS[1] lock, KEYS[2] last released lock
--- ARGV[1] owner id .. ':', ARGV[2] release channel, or '' when the caller
--- publishes itself (see release.go)
--- Returns 1 released, 2 released earlier by this owner (a retry), 0 not held.
+-- Release many locks, each if still held by its owner.
+-- KEYS[2i-1] lock i, KEYS[2i] its last released lock
+-- ARGV[1] '1' to publish the release from here (Cluster, see release.go),
+-- ARGV[1+i] owner id prefix of lock i
+-- Returns one RELEASED, ALREADY_RELEASED or NOT_HELD per lock.
 --
--- RENAME frees the lock and keeps its value, with the lock's remaining
--- TTL, under KEYS[2], in one call: a retry of this release whose first
--- reply was lost finds our id there and answers "released", not "not held".
--- It is remembered until the lock's next release or that TTL runs out.
-local v = redis.call('GET', KEYS[1])
-if v and string.sub(v, 1, #ARGV[1]) == ARGV[1] then
-  redis.call('RENAME', KEYS[1], KEYS[2])
-  if ARGV[2] ~= '' then
-    redis.call('PUBLISH', ARGV[2], '')
+-- RENAME frees the lock and keeps its value, with the lock's remaining TTL,
+-- under the last-released key, in one call: the value carries the fencing
+-- token, which acquire.lua must still see (see there), and a retry of this
+-- release whose first reply was lost finds our id there.
+local res = {}
+for i = 1, #KEYS / 2 do
+  local lock, last, idp = KEYS[2 * i - 1], KEYS[2 * i], ARGV[1 + i]
+  if owned(lock, idp) then
+    redis.call('RENAME', lock, last)
+    if ARGV[1] == '1' then
+      redis.call('PUBLISH', lock .. CHANNEL_SUFFIX, '')
+    end
+    res[i] = __RELEASED__
+  elseif owned(last, idp) then
+    res[i] = __ALREADY_RELEASED__
+  else
+    res[i] = __NOT_HELD__
   end
-  return 1
 end
-v = redis.call('GET', KEYS[2])
-if v and string.sub(v, 1, #ARGV[1]) == ARGV[1] then
-  return 2
-end
-return 0
+return res

@@ -6,42 +6,38 @@ import (
 	"strings"
 
 	"github.com/dlockio/dlock/driver"
-	"github.com/redis/go-redis/v9"
 )
 
-// Renew implements driver.Driver: one renew script call per Cluster slot
-// (one call in total otherwise), all calls sent in one pipeline.
+// Renew implements driver.Driver: one renew.lua call per Cluster slot (one
+// call in total otherwise), all calls sent in one pipeline.
 func (d *Driver) Renew(ctx context.Context, reqs []driver.RenewRequest) ([]bool, error) {
 	if len(reqs) == 0 {
 		return nil, nil
 	}
-	groups := d.groupBySlot(reqs)
-	keys := make([][]string, len(groups))
-	args := make([][]any, len(groups))
-	for gi, g := range groups {
-		keys[gi] = make([]string, len(g))
-		args[gi] = make([]any, 0, 2*len(g))
-		for i, ri := range g {
-			keys[gi][i] = d.lockKey(reqs[ri].Key)
-			args[gi] = append(args[gi], idPrefix(reqs[ri].ID), reqs[ri].TTL.Milliseconds())
+	for _, r := range reqs {
+		if err := checkID(r.ID); err != nil {
+			return nil, err
+		}
+		if err := checkTTL(r.TTL); err != nil {
+			return nil, err
 		}
 	}
-
-	// EVAL with the script body, not EVALSHA: the body costs a few hundred
-	// bytes per batch of up to a thousand leases, and it saves the extra
-	// NOSCRIPT round trip after every restart or failover — the moment a
-	// renewal is most likely to be racing its deadline.
-	pipe := d.rdb.Pipeline()
-	cmds := make([]*redis.Cmd, len(groups))
-	for gi := range groups {
-		cmds[gi] = pipe.Eval(ctx, renewLua, keys[gi], args[gi]...)
+	groups := d.groupBySlot(len(reqs), func(i int) string { return reqs[i].Key })
+	calls := make([]*call, len(groups))
+	for gi, g := range groups {
+		cl := &call{s: renewScript, keys: make([]string, len(g)), args: make([]any, 0, 2*len(g))}
+		for i, ri := range g {
+			cl.keys[i] = d.lockKey(reqs[ri].Key)
+			cl.args = append(cl.args, idPrefix(reqs[ri].ID), reqs[ri].TTL.Milliseconds())
+		}
+		calls[gi] = cl
 	}
-	if _, err := pipe.Exec(ctx); err != nil {
+	if err := runCalls(ctx, d.rdb.Pipeline(), calls); err != nil {
 		return nil, err
 	}
 	held := make([]bool, len(reqs))
 	for gi, g := range groups {
-		v, err := cmds[gi].Int64Slice()
+		v, err := calls[gi].reply.Int64Slice()
 		if err != nil {
 			return nil, err
 		}
@@ -55,11 +51,12 @@ func (d *Driver) Renew(ctx context.Context, reqs []driver.RenewRequest) ([]bool,
 	return held, nil
 }
 
-// groupBySlot returns indexes into reqs, grouped so that each group's keys
-// live in one Cluster slot. Outside Cluster mode every key is one group.
-func (d *Driver) groupBySlot(reqs []driver.RenewRequest) [][]int {
+// groupBySlot returns the indexes 0..n-1 grouped so that each group's
+// keys (key(i)) live in one Cluster slot, in order of first appearance.
+// Outside Cluster mode all are one group.
+func (d *Driver) groupBySlot(n int, key func(int) string) [][]int {
 	if d.cluster == nil {
-		all := make([]int, len(reqs))
+		all := make([]int, n)
 		for i := range all {
 			all[i] = i
 		}
@@ -67,8 +64,8 @@ func (d *Driver) groupBySlot(reqs []driver.RenewRequest) [][]int {
 	}
 	bySlot := make(map[uint16]int) // slot -> group index
 	var groups [][]int
-	for i, r := range reqs {
-		s := slot(d.lockKey(r.Key))
+	for i := range n {
+		s := slot(d.lockKey(key(i)))
 		gi, ok := bySlot[s]
 		if !ok {
 			gi = len(groups)

@@ -1,11 +1,9 @@
 -- Extend every listed lock that is still held by the given owner.
--- KEYS[i] lock; ARGV[2i-1] owner id .. ':', ARGV[2i] ttl ms
+-- KEYS[i] lock; ARGV[2i-1] owner id prefix, ARGV[2i] ttl ms
 -- Returns one 1 (extended) or 0 (not ours any more) per key.
 local held = {}
 for i = 1, #KEYS do
-  local v = redis.call('GET', KEYS[i])
-  local id = ARGV[2 * i - 1]
-  if v and string.sub(v, 1, #id) == id then
+  if owned(KEYS[i], ARGV[2 * i - 1]) then
     redis.call('PEXPIRE', KEYS[i], ARGV[2 * i])
     held[i] = 1
   else

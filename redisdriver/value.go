@@ -10,10 +10,13 @@ import (
 	"github.com/dlockio/dlock/driver"
 )
 
-// A held lock is stored as one string, "<id>:<since ms>:<owner>", where
-// owner is driver.Owner as JSON; the fencing token lives in the counter key
-// (see Acquire for why it cannot be part of the value). These helpers are
-// the Go side of that format.
+// A held lock is stored as one string,
+//
+//	"<id>:<token>:<since ms>:<owner JSON>"
+//
+// acquire.lua writes the first two fields, since the token is issued
+// there; the Go side sends the id prefix and the rest. These helpers are
+// the Go side of the format (lib.lua's token_of is the Lua side).
 
 // ownerEncoding caches the JSON of the last owner encoded: a Client sends
 // the same owner with every acquisition.
@@ -32,21 +35,31 @@ func (d *Driver) ownerJSON(o driver.Owner) string {
 }
 
 // idPrefix is what the scripts compare a stored value's start with.
-func idPrefix(id string) string { return id + ":" }
+func idPrefix(id string) string { return id + sep }
 
-// parseValue decodes a stored lock value into info (Key, Token and TTL are
-// the caller's).
+// valueRest is the part of a lock value after the token.
+func (d *Driver) valueRest(since time.Time, o driver.Owner) string {
+	return sep + strconv.FormatInt(since.UnixMilli(), 10) + sep + d.ownerJSON(o)
+}
+
+// parseValue decodes a stored lock value into info's Token, Since and
+// Owner (Key and TTL are the caller's).
 func parseValue(v string, info *driver.LockInfo) error {
-	parts := strings.SplitN(v, ":", 3)
-	if len(parts) != 3 {
+	parts := strings.SplitN(v, sep, 4)
+	if len(parts) != 4 {
 		return fmt.Errorf("malformed lock value %q", v)
 	}
-	ms, err := strconv.ParseInt(parts[1], 10, 64)
+	tok, err := strconv.ParseUint(parts[1], 10, 64)
+	if err != nil {
+		return fmt.Errorf("malformed token in lock value %q: %w", v, err)
+	}
+	ms, err := strconv.ParseInt(parts[2], 10, 64)
 	if err != nil {
 		return fmt.Errorf("malformed time in lock value %q: %w", v, err)
 	}
+	info.Token = tok
 	info.Since = time.UnixMilli(ms)
-	if err := json.Unmarshal([]byte(parts[2]), &info.Owner); err != nil {
+	if err := json.Unmarshal([]byte(parts[3]), &info.Owner); err != nil {
 		return fmt.Errorf("malformed owner in lock value %q: %w", v, err)
 	}
 	return nil

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"strconv"
 	"sync"
 	"time"
 
@@ -11,38 +13,60 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// confirmTimeout bounds how long Add waits for Redis to confirm a
-// subscription. Waiters fall back to their TTL timer past it, so a store
-// that is down never makes Lock hang in Add.
-const confirmTimeout = 3 * time.Second
+const (
+	// confirmTimeout bounds how long Add waits for Redis to confirm a
+	// subscription. Waiters fall back to their TTL timer past it, so a
+	// store that is down never makes Lock hang in Add.
+	confirmTimeout = 3 * time.Second
+	// healthInterval: a pub/sub connection quiet this long is sent a PING;
+	// quiet as long again, it is replaced. go-redis has the same check on
+	// PubSub.Channel, which this watcher cannot use: that channel drops the
+	// PING replies that confirm subscriptions.
+	healthInterval = 3 * time.Second
+	// errorBackoff paces the reader while the connection keeps failing.
+	errorBackoff = 100 * time.Millisecond
+)
 
 var errWatcherClosed = errors.New("release watcher closed")
 
 // watcher is a client's one pub/sub connection, subscribed to the release
 // channel of every key some local waiter is waiting for. In Cluster mode
 // PUBLISH reaches every node, so one connection on any node hears all.
+//
+// A subscription is confirmed by a barrier: after SUBSCRIBE the watcher
+// writes PING n on the same connection, and Redis answers a connection's
+// commands in order, so the reply to PING n means the SUBSCRIBE was done.
+// When go-redis replaces a broken connection it subscribes every channel
+// again before sending anything else on the new one, so the reply to any
+// later PING confirms as well; PINGs written to the lost connection are
+// never answered, so after a connection error the reader writes a fresh
+// one. (Counting the confirmations of SUBSCRIBE instead loses count when a
+// reconnect swallows some, and a key's waiters then stall in Add forever.)
 type watcher struct {
 	d         *Driver
 	onRelease func(string)
+	health    time.Duration
 
-	// mu is held while SUBSCRIBE/UNSUBSCRIBE are written, so the order of
-	// commands on the wire is the order of the decisions below.
 	mu     sync.Mutex
 	ps     *redis.PubSub // opened by the first Add
 	subs   map[string]*subscription
+	sent   uint64        // number of the last PING written
+	acked  uint64        // highest PING number answered
+	ackCh  chan struct{} // closed and replaced when acked grows or barriers change
+	broken bool          // a SUBSCRIBE or PING may have been lost: the reader repairs
 	closed bool
+	stop   chan struct{} // closed by Close
 	done   chan struct{} // closed when the reader goroutine exits
 }
 
-// subscription tracks one channel. Add and Remove are reference counted so
-// that a Remove racing an Add for the same key never unsubscribes a waiter
-// that just subscribed; unconfirmed counts SUBSCRIBEs whose confirmation
-// has not arrived, so a late confirmation of an earlier subscription is not
-// mistaken for the current one.
+// subscription tracks one channel. Add and Remove are reference counted,
+// so that a Remove racing an Add for the same key never unsubscribes a
+// waiter that just subscribed.
 type subscription struct {
-	refs        int
-	unconfirmed int
-	ready       chan struct{} // closed when refs > 0 and nothing is unconfirmed
+	refs int
+	// barrier is the PING written after this channel's latest SUBSCRIBE,
+	// 0 while no SUBSCRIBE has gone out on the current PubSub.
+	barrier uint64
 }
 
 // Watch implements driver.Driver.
@@ -50,9 +74,15 @@ func (d *Driver) Watch(onRelease func(key string)) (driver.Watcher, error) {
 	if onRelease == nil {
 		return nil, fmt.Errorf("%w: nil release callback", driver.ErrInvalid)
 	}
-	return &watcher{d: d, onRelease: onRelease, subs: make(map[string]*subscription)}, nil
+	return &watcher{
+		d: d, onRelease: onRelease, health: healthInterval,
+		subs: make(map[string]*subscription), ackCh: make(chan struct{}),
+		stop: make(chan struct{}), done: make(chan struct{}),
+	}, nil
 }
 
+// Add implements driver.Watcher. Every Add counts, even one that fails, and
+// is undone by one Remove.
 func (w *watcher) Add(ctx context.Context, key string) error {
 	ch := w.d.channel(key)
 	w.mu.Lock()
@@ -62,105 +92,235 @@ func (w *watcher) Add(ctx context.Context, key string) error {
 	}
 	s := w.subs[ch]
 	if s == nil {
-		s = &subscription{ready: make(chan struct{})}
+		s = &subscription{}
 		w.subs[ch] = s
 	}
 	s.refs++
-	var err error
-	if s.refs == 1 {
-		s.unconfirmed++
-		if s.unconfirmed == 1 {
-			s.ready = make(chan struct{})
-		}
-		if w.ps == nil {
-			// go-redis only writes SUBSCRIBE here; the confirmation arrives
-			// on the message stream read below.
-			w.ps = w.d.rdb.Subscribe(ctx, ch)
-			w.done = make(chan struct{})
-			go w.read(w.ps.ChannelWithSubscriptions(redis.WithChannelSize(1024)))
-		} else {
-			err = w.ps.Subscribe(ctx, ch)
-		}
-	}
-	ready := s.ready
 	w.mu.Unlock()
-	if err != nil {
-		return err
-	}
+
 	timer := time.NewTimer(confirmTimeout)
 	defer timer.Stop()
-	select {
-	case <-ready:
-		return nil
-	case <-timer.C:
-		return fmt.Errorf("subscription to %q not confirmed within %v", ch, confirmTimeout)
-	case <-ctx.Done():
-		return ctx.Err()
+	for {
+		w.mu.Lock()
+		switch {
+		case w.closed:
+			w.mu.Unlock()
+			return errWatcherClosed
+		case w.subs[ch] != s:
+			w.mu.Unlock()
+			return fmt.Errorf("subscription to %q removed while being confirmed", ch)
+		case s.barrier == 0:
+			if err := w.repairLocked(ctx); err != nil {
+				w.mu.Unlock()
+				return err
+			}
+		}
+		if w.acked >= s.barrier {
+			w.mu.Unlock()
+			return nil
+		}
+		wait := w.ackCh
+		w.mu.Unlock()
+		select {
+		case <-wait:
+		case <-timer.C:
+			return fmt.Errorf("subscription to %q not confirmed within %v", ch, confirmTimeout)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
 }
 
+// repairLocked subscribes every channel that has no SUBSCRIBE out and, if
+// it did or a barrier is unanswered, writes a new PING. On failure the
+// reader tries again later.
+func (w *watcher) repairLocked(ctx context.Context) error {
+	// Not the caller's cancellation: a write cut short costs a reconnect.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), confirmTimeout)
+	defer cancel()
+	if w.ps == nil {
+		w.ps = w.d.rdb.Subscribe(ctx)
+		go w.read(w.ps)
+	}
+	var chans []string
+	for ch, s := range w.subs {
+		if s.barrier == 0 {
+			chans = append(chans, ch)
+		}
+	}
+	w.broken = true
+	if len(chans) > 0 {
+		if err := w.ps.Subscribe(ctx, chans...); err != nil {
+			return err
+		}
+	} else if w.acked >= w.sent {
+		w.broken = false
+		return nil
+	}
+	seq, err := w.pingLocked(ctx)
+	if err != nil {
+		return err
+	}
+	for _, ch := range chans {
+		w.subs[ch].barrier = seq
+	}
+	w.broken = false
+	return nil
+}
+
+func (w *watcher) pingLocked(ctx context.Context) (uint64, error) {
+	w.sent++
+	return w.sent, w.ps.Ping(ctx, strconv.FormatUint(w.sent, 10))
+}
+
+// Remove implements driver.Watcher.
 func (w *watcher) Remove(ctx context.Context, key string) error {
 	ch := w.d.channel(key)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	s := w.subs[ch]
-	if s == nil || s.refs == 0 || w.closed {
+	if s == nil || w.closed {
 		return nil
 	}
 	s.refs--
 	if s.refs > 0 {
 		return nil
 	}
-	if s.unconfirmed == 0 {
-		delete(w.subs, ch)
+	delete(w.subs, ch)
+	if w.ps == nil {
+		return nil
 	}
 	return w.ps.Unsubscribe(ctx, ch)
 }
 
+// Close implements driver.Watcher.
 func (w *watcher) Close() error {
 	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return nil
+	}
 	w.closed = true
-	ps, done := w.ps, w.done
+	close(w.stop)
+	close(w.ackCh) // wakes every Add, which then sees closed
+	ps := w.ps
 	w.mu.Unlock()
 	if ps == nil {
 		return nil
 	}
 	err := ps.Close()
-	<-done
+	<-w.done
 	return err
 }
 
-// read dispatches the pub/sub stream until the PubSub is closed.
-func (w *watcher) read(msgs <-chan any) {
+// read dispatches the pub/sub stream until the watcher is closed. It owns
+// the PubSub's reading side and its health: it repairs subscriptions after
+// connection errors and replaces a connection that stopped answering.
+func (w *watcher) read(ps *redis.PubSub) {
 	defer close(w.done)
-	for m := range msgs {
-		switch m := m.(type) {
+	ctx := context.Background()
+	quiet, failures := 0, 0
+	for {
+		w.mu.Lock()
+		if w.closed {
+			w.mu.Unlock()
+			return
+		}
+		if w.broken {
+			_ = w.repairLocked(ctx)
+		}
+		w.mu.Unlock()
+
+		msg, err := ps.ReceiveTimeout(ctx, w.health)
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				quiet++
+				if quiet == 1 {
+					w.probe()
+				} else if ps = w.replace(ps); ps == nil {
+					return
+				}
+				continue
+			}
+			// go-redis has reconnected, or will at the next receive, and
+			// subscribed every channel again; barrier PINGs on the lost
+			// connection will never be answered.
+			quiet = 0
+			w.setBroken()
+			if failures++; failures > 1 {
+				select {
+				case <-w.stop:
+					return
+				case <-time.After(errorBackoff):
+				}
+			}
+			continue
+		}
+		quiet, failures = 0, 0
+		switch m := msg.(type) {
 		case *redis.Message:
 			if name, ok := w.d.nameFromChannel(m.Channel); ok {
 				w.onRelease(name)
 			}
-		case *redis.Subscription:
-			if m.Kind == "subscribe" {
-				w.confirmed(m.Channel)
-			}
+		case *redis.Pong:
+			w.ack(m.Payload)
 		}
 	}
 }
 
-func (w *watcher) confirmed(ch string) {
+func (w *watcher) setBroken() {
+	w.mu.Lock()
+	w.broken = true
+	w.mu.Unlock()
+}
+
+// probe writes a health-check PING.
+func (w *watcher) probe() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	s := w.subs[ch]
-	if s == nil || s.unconfirmed == 0 {
-		return // a resubscription after reconnect, or a stale channel
-	}
-	s.unconfirmed--
-	if s.unconfirmed > 0 {
+	if w.closed {
 		return
 	}
-	if s.refs == 0 {
-		delete(w.subs, ch)
+	ctx, cancel := context.WithTimeout(context.Background(), confirmTimeout)
+	defer cancel()
+	if _, err := w.pingLocked(ctx); err != nil {
+		w.broken = true
+	}
+}
+
+// replace closes old, which did not answer a PING, and opens a new
+// PubSub with every channel subscribed again. It returns nil once the
+// watcher is closed.
+func (w *watcher) replace(old *redis.PubSub) *redis.PubSub {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return nil
+	}
+	_ = old.Close()
+	w.ps = w.d.rdb.Subscribe(context.Background())
+	for _, s := range w.subs {
+		s.barrier = 0
+	}
+	close(w.ackCh) // let waiting Adds see their barriers reset
+	w.ackCh = make(chan struct{})
+	_ = w.repairLocked(context.Background())
+	return w.ps
+}
+
+// ack records the reply to PING number payload.
+func (w *watcher) ack(payload string) {
+	seq, err := strconv.ParseUint(payload, 10, 64)
+	if err != nil {
+		return // not one of ours
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed || seq <= w.acked || seq > w.sent {
 		return
 	}
-	close(s.ready)
+	w.acked = seq
+	close(w.ackCh)
+	w.ackCh = make(chan struct{})
 }

@@ -223,6 +223,25 @@ func (s *Server) Restart() {
 	}
 }
 
+// Dir returns the server's data directory, where SAVE writes dump.rdb and
+// from which Restart loads it. It is empty for an external server.
+func (s *Server) Dir() string { return s.dir }
+
+// RestartEmpty is Restart after deleting the persisted data (the RDB
+// snapshot and any append-only files), so the new server starts empty
+// even if the test saved or enabled persistence.
+func (s *Server) RestartEmpty() {
+	s.t.Helper()
+	s.requireOwned()
+	s.Kill()
+	for _, name := range []string{"dump.rdb", "appendonly.aof", "appendonlydir"} {
+		if err := os.RemoveAll(filepath.Join(s.dir, name)); err != nil {
+			s.t.Fatalf("redistest: removing %s: %v", name, err)
+		}
+	}
+	s.Restart()
+}
+
 func (s *Server) requireOwned() {
 	s.t.Helper()
 	if s.external {

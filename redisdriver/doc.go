@@ -1,0 +1,22 @@
+// Package redisdriver is the Redis backend of dlock, built on go-redis v9.
+// It accepts any redis.UniversalClient: a plain client, a Sentinel failover
+// client, or a Cluster client. Open (or ParseURL and New) makes the client
+// from a URL.
+//
+// Data layout, for a lock named NAME and the default prefix "dlock:":
+//
+//	dlock:{NAME}            "<id>:<token>:<since ms>:<owner JSON>" while held, expiring with the lock
+//	dlock:{NAME}:last       the last released lock's value, for the TTL it had left
+//	dlock:{NAME}:released   pub/sub channel that wakes waiters (not a key)
+//
+// Nothing else is stored, and nothing outlives the TTL of the lock it
+// describes: a name nobody has held for a TTL costs no memory. The {NAME}
+// hash tag puts both keys in one Cluster slot, so every operation on a
+// lock is one script call on one node.
+//
+// Fencing tokens are a hybrid logical clock: the larger of the server's
+// TIME in microseconds and the token recorded under ":last" plus one (see
+// acquire.lua for why they keep increasing across restarts from older
+// snapshots and failovers, and what that assumes of server clocks). The
+// ":last" key also lets a retried release recognise that it succeeded.
+package redisdriver

@@ -1,0 +1,111 @@
+package redisdriver
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dlockio/dlock/driver"
+	"github.com/redis/go-redis/v9"
+)
+
+// newDriver returns a Driver on rdb, failing the test on error.
+func newDriver(t *testing.T, rdb redis.UniversalClient) *Driver {
+	t.Helper()
+	d, err := New(rdb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func mustAcquire(t *testing.T, d *Driver, key, id string) uint64 {
+	t.Helper()
+	return mustAcquireTTL(t, d, key, id, 10*time.Second)
+}
+
+func mustAcquireTTL(t *testing.T, d *Driver, key, id string, ttl time.Duration) uint64 {
+	t.Helper()
+	res, err := d.Acquire(context.Background(), driver.AcquireRequest{Key: key, ID: id, TTL: ttl})
+	if err != nil || !res.Acquired {
+		t.Fatalf("acquire %q as %s: %+v, %v", key, id, res, err)
+	}
+	return res.Token
+}
+
+func release(t *testing.T, d *Driver, key, id string) driver.ReleaseResult {
+	t.Helper()
+	res, err := d.Release(context.Background(), []driver.ReleaseRequest{{Key: key, ID: id}})
+	if err != nil || len(res) != 1 {
+		t.Fatalf("release %q as %s: %v, %v", key, id, res, err)
+	}
+	return res[0]
+}
+
+func mustRelease(t *testing.T, d *Driver, key, id string) {
+	t.Helper()
+	if res := release(t, d, key, id); res != driver.Released {
+		t.Fatalf("release %q as %s: %v, want Released", key, id, res)
+	}
+}
+
+// cmdStat is one line of INFO commandstats.
+type cmdStat struct {
+	calls int
+	usec  float64
+}
+
+// commandStats returns Redis' per-command counters. Commands run inside
+// scripts are counted under their own names too (and in the script's time).
+func commandStats(t testing.TB, rdb redis.Cmdable) map[string]cmdStat {
+	t.Helper()
+	info, err := rdb.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stats := make(map[string]cmdStat)
+	for _, line := range strings.Split(info, "\n") {
+		name, rest, ok := strings.Cut(strings.TrimSpace(strings.TrimPrefix(line, "cmdstat_")), ":")
+		if !ok || !strings.HasPrefix(line, "cmdstat_") {
+			continue
+		}
+		var s cmdStat
+		for _, field := range strings.Split(rest, ",") {
+			k, v, _ := strings.Cut(field, "=")
+			switch k {
+			case "calls":
+				s.calls, _ = strconv.Atoi(v)
+			case "usec":
+				s.usec, _ = strconv.ParseFloat(v, 64)
+			}
+		}
+		stats[name] = s
+	}
+	return stats
+}
+
+// callsSince returns how many more calls of each command ran than in before.
+func callsSince(t testing.TB, rdb redis.Cmdable, before map[string]cmdStat) map[string]int {
+	t.Helper()
+	d := make(map[string]int)
+	for name, s := range commandStats(t, rdb) {
+		if n := s.calls - before[name].calls; n != 0 && name != "info" {
+			d[name] = n
+		}
+	}
+	return d
+}
+
+// eventually polls cond until it holds or the deadline passes.
+func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v", what, within)
+		}
+		time.Sleep(5 * time.Millisecond) // polling interval, not a synchronisation
+	}
+}

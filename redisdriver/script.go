@@ -1,0 +1,153 @@
+package redisdriver
+
+import (
+	"context"
+	"crypto/sha1"
+	_ "embed"
+	"encoding/hex"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
+
+var (
+	//go:embed lib.lua
+	libLua string
+	//go:embed acquire.lua
+	acquireLua string
+	//go:embed release.lua
+	releaseLua string
+	//go:embed renew.lua
+	renewLua string
+	//go:embed force_release.lua
+	forceReleaseLua string
+)
+
+// Codes the scripts answer with; luaConstants hands them to the Lua side.
+const (
+	replyBusy     = 0
+	replyAcquired = 1
+
+	replyNotHeld         = 0
+	replyReleased        = 1
+	replyAlreadyReleased = 2
+
+	// ttlUnknown is what PTTL answers for a key without expiry; acquire.lua
+	// answers it too when the caller did not ask for the holder's TTL.
+	ttlUnknown = -1
+	// ttlGone is what PTTL answers for a key that does not exist.
+	ttlGone = -2
+
+	// maxToken is 2^53: the integers below it are exact in a Lua number.
+	maxToken = 1 << 53
+)
+
+// luaConstants replaces the __NAME__ placeholders in the Lua sources.
+var luaConstants = map[string]string{
+	"SEP":              sep,
+	"CHANNEL_SUFFIX":   channelSuffix,
+	"MAX_TOKEN":        strconv.FormatInt(maxToken, 10),
+	"ACQUIRED":         strconv.Itoa(replyAcquired),
+	"BUSY":             strconv.Itoa(replyBusy),
+	"TTL_UNKNOWN":      strconv.Itoa(ttlUnknown),
+	"RELEASED":         strconv.Itoa(replyReleased),
+	"ALREADY_RELEASED": strconv.Itoa(replyAlreadyReleased),
+	"NOT_HELD":         strconv.Itoa(replyNotHeld),
+}
+
+var placeholder = regexp.MustCompile(`__([A-Z_]+)__`)
+
+// The scripts. Each is lib.lua followed by its own body, so the ownership
+// check and token parsing exist once.
+var (
+	acquireScript      = newScript("acquire", acquireLua)
+	releaseScript      = newScript("release", releaseLua)
+	renewScript        = newScript("renew", renewLua)
+	forceReleaseScript = newScript("force_release", forceReleaseLua)
+)
+
+// script is a Lua script with its SHA1, the one way this package runs
+// Lua: EVALSHA, and EVAL with the body only when the server has not cached
+// it (NOSCRIPT: first use, restart, failover, SCRIPT FLUSH). run does that
+// for one call; runCalls for calls sent in one pipeline.
+type script struct {
+	name string
+	src  string
+	sha  string
+}
+
+// newScript prepends lib.lua and substitutes luaConstants. A placeholder
+// without a constant is a programming error, caught when the package loads.
+func newScript(name, body string) *script {
+	src := placeholder.ReplaceAllStringFunc(libLua+body, func(m string) string {
+		v, ok := luaConstants[strings.Trim(m, "_")]
+		if !ok {
+			panic(fmt.Sprintf("redisdriver: %s.lua: no Go constant for %s", name, m))
+		}
+		return v
+	})
+	sum := sha1.Sum([]byte(src))
+	return &script{name: name, src: src, sha: hex.EncodeToString(sum[:])}
+}
+
+// run runs s on c and returns its reply.
+func (s *script) run(ctx context.Context, c redis.Scripter, keys []string, args ...any) *redis.Cmd {
+	cmd := c.EvalSha(ctx, s.sha, keys, args...)
+	if isNoScript(cmd.Err()) {
+		cmd = c.Eval(ctx, s.src, keys, args...)
+	}
+	return cmd
+}
+
+// call is one script call to send in a pipeline, with the plain commands
+// that must follow it on the same connection (release's PUBLISH). If the
+// script is sent again after NOSCRIPT, so are they, so that they still
+// come after it.
+type call struct {
+	s     *script
+	keys  []string
+	args  []any
+	after func(p redis.Pipeliner)
+	reply *redis.Cmd // set by runCalls
+}
+
+// runCalls sends calls in pipeline p as EVALSHA; those answered NOSCRIPT go
+// again, in a second pipeline, as EVAL. It returns the first error of a
+// call's reply, or else of the pipeline. Replies are left in the calls.
+func runCalls(ctx context.Context, p redis.Pipeliner, calls []*call) error {
+	send := func(batch []*call, body bool) {
+		for _, cl := range batch {
+			if body {
+				cl.reply = p.Eval(ctx, cl.s.src, cl.keys, cl.args...)
+			} else {
+				cl.reply = p.EvalSha(ctx, cl.s.sha, cl.keys, cl.args...)
+			}
+			if cl.after != nil {
+				cl.after(p)
+			}
+		}
+	}
+	send(calls, false)
+	_, err := p.Exec(ctx)
+	var again []*call
+	for _, cl := range calls {
+		if isNoScript(cl.reply.Err()) {
+			again = append(again, cl)
+		}
+	}
+	if len(again) > 0 {
+		send(again, true)
+		_, err = p.Exec(ctx)
+	}
+	for _, cl := range calls {
+		if e := cl.reply.Err(); e != nil {
+			return e
+		}
+	}
+	return err
+}
+
+func isNoScript(err error) bool { return err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") }
