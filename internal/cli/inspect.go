@@ -91,7 +91,7 @@ func (s *invocation) openClient(opts ...dlock.Option) (*dlock.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	rdb := target.NewClient(nil)
+	rdb := target.NewClient()
 	drv, err := redisdriver.New(rdb)
 	if err != nil {
 		_ = rdb.Close()

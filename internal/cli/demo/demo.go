@@ -208,7 +208,7 @@ func (r *runner) newDlock(rdb redis.UniversalClient, name string) (locker, error
 // expire within a TTL on their own, but a naive lock whose EXPIRE never
 // ran (the run was interrupted between SETNX and EXPIRE) would stay.
 func cleanup(ctx context.Context, target *redisconn.Target, prefix string) error {
-	rdb := target.NewClient(nil)
+	rdb := target.NewClient()
 	defer func() { _ = rdb.Close() }()
 	del := func(ctx context.Context, c redis.Cmdable) error {
 		it := c.Scan(ctx, 0, prefix+"*", 500).Iterator()

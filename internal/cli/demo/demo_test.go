@@ -10,6 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
+	"github.com/dlockio/dlock/internal/redistest"
+	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 )
 
@@ -137,4 +140,49 @@ func TestGateFreezesTraffic(t *testing.T) {
 	if waited := time.Since(began); waited < 100*time.Millisecond {
 		t.Fatalf("write went through after %v, during the freeze", waited)
 	}
+}
+
+// checkGateStopsClient asserts that a freeze of g stops rdb's commands and
+// that they go through again after it.
+func checkGateStopsClient(t *testing.T, rdb redis.UniversalClient) {
+	t.Helper()
+	g := &gate{}
+	g.attach(rdb)
+	if err := rdb.Ping(t.Context()).Err(); err != nil {
+		t.Fatalf("before the freeze: %v", err)
+	}
+	ctx, thaw := context.WithCancel(t.Context())
+	frozen := make(chan struct{})
+	go func() {
+		defer close(frozen)
+		g.freeze(ctx, time.Minute)
+	}()
+	for g.wait(time.Now()) == nil { // until the freeze has begun
+		time.Sleep(time.Millisecond)
+	}
+	pctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+	err := rdb.Ping(pctx).Err()
+	cancel()
+	if err == nil {
+		t.Fatal("a command went through during the freeze")
+	}
+	thaw()
+	<-frozen
+	if err := rdb.Ping(t.Context()).Err(); err != nil {
+		t.Fatalf("after the freeze: %v", err)
+	}
+}
+
+func TestGateAttachStandalone(t *testing.T) {
+	srv := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true})
+	defer rdb.Close()
+	checkGateStopsClient(t, rdb)
+}
+
+func TestGateAttachCluster(t *testing.T) {
+	nodes := redistest.StartCluster(t, 1)
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{nodes[0].Addr()}, ContextTimeoutEnabled: true})
+	defer rdb.Close()
+	checkGateStopsClient(t, rdb)
 }

@@ -6,6 +6,8 @@ import (
 	"os"
 	"sync"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // gate freezes one simulated instance's network traffic the way a
@@ -55,6 +57,36 @@ func (g *gate) wait(deadline time.Time) error {
 }
 
 func (g *gate) wrap(c net.Conn) net.Conn { return &gatedConn{Conn: c, g: g} }
+
+// attach makes every connection rdb dials from now on, pub/sub included,
+// go through the gate. Call it before rdb's first command.
+func (g *gate) attach(rdb redis.UniversalClient) {
+	if cc, ok := rdb.(*redis.ClusterClient); ok {
+		// A Cluster client dials through its node clients, made on demand.
+		cc.OnNewNode(func(node *redis.Client) { node.AddHook(gateHook{g}) })
+		return
+	}
+	rdb.AddHook(gateHook{g})
+}
+
+// gateHook wraps the connections a go-redis client dials.
+type gateHook struct{ g *gate }
+
+func (h gateHook) DialHook(next redis.DialHook) redis.DialHook {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := next(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return h.g.wrap(c), nil
+	}
+}
+
+func (gateHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+
+func (gateHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
 
 // gatedConn passes deadlines through and remembers them for the gate.
 type gatedConn struct {

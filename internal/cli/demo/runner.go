@@ -40,7 +40,8 @@ func (r *runner) run(ctx context.Context, label string, newLocker func(redis.Uni
 	for i := range insts {
 		g := &gate{}
 		name := fmt.Sprintf("w%d", i+1)
-		rdb := r.target.NewClient(g.wrap)
+		rdb := r.target.NewClient()
+		g.attach(rdb)
 		l, err := newLocker(rdb, name)
 		if err != nil {
 			_ = rdb.Close()

@@ -4,15 +4,12 @@
 package redisconn
 
 import (
-	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
 	"net/url"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -244,56 +241,20 @@ func mask(raw string) string {
 	return scheme + "://" + user + ":xxxxx" + rest[at:]
 }
 
-// ConnWrapper wraps every connection a client dials. The demo uses it to
-// freeze one simulated instance's traffic.
-type ConnWrapper func(net.Conn) net.Conn
-
-// NewClient returns a new client with its own connection pool. wrap may be
-// nil. The caller closes the client.
-func (t *Target) NewClient(wrap ConnWrapper) redis.UniversalClient {
+// NewClient returns a new client with its own connection pool. The caller
+// closes the client.
+func (t *Target) NewClient() redis.UniversalClient {
 	switch t.mode {
 	case Sentinel:
 		o := *t.failover
 		o.SentinelAddrs = append([]string(nil), o.SentinelAddrs...)
-		if wrap != nil {
-			o.Dialer = dialer(o.DialTimeout, o.TLSConfig, wrap)
-		}
 		return redis.NewFailoverClient(&o)
 	case Cluster:
 		o := *t.cluster
 		o.Addrs = append([]string(nil), o.Addrs...)
-		if wrap != nil {
-			o.Dialer = dialer(o.DialTimeout, o.TLSConfig, wrap)
-		}
 		return redis.NewClusterClient(&o)
 	default:
 		o := *t.single // go-redis fills in defaults in place: never share
-		if wrap != nil {
-			o.Dialer = dialer(o.DialTimeout, o.TLSConfig, wrap)
-		}
 		return redis.NewClient(&o)
-	}
-}
-
-// dialer reproduces go-redis's default dialing (which a custom Dialer
-// replaces, TLS included) and wraps the result.
-func dialer(timeout time.Duration, tlsCfg *tls.Config, wrap ConnWrapper) func(context.Context, string, string) (net.Conn, error) {
-	if timeout <= 0 {
-		timeout = 5 * time.Second
-	}
-	nd := &net.Dialer{Timeout: timeout, KeepAlive: 5 * time.Minute}
-	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		var c net.Conn
-		var err error
-		if tlsCfg != nil {
-			td := &tls.Dialer{NetDialer: nd, Config: tlsCfg}
-			c, err = td.DialContext(ctx, network, addr)
-		} else {
-			c, err = nd.DialContext(ctx, network, addr)
-		}
-		if err != nil {
-			return nil, err
-		}
-		return wrap(c), nil
 	}
 }
