@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	dl "github.com/dlockio/dlock"
 	"github.com/dlockio/dlock/internal/redistest"
 	"github.com/dlockio/dlock/redisdriver"
 	"github.com/redis/go-redis/v9"
@@ -70,15 +71,20 @@ func closedURL(t *testing.T) string {
 // lockKey is where the Redis driver stores the lock name.
 func lockKey(name string) string { return redisdriver.DefaultPrefix + "{" + name + "}" }
 
-// lockHeld asks the driver whether anyone holds the lock (a released lock
-// keeps its key for a while, marked released).
+// lockHeld asks a dlock Client whether anyone holds the lock (a released
+// lock keeps a key for a while, marked released).
 func lockHeld(t *testing.T, rdb *redis.Client, name string) bool {
 	t.Helper()
 	drv, err := redisdriver.New(rdb)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, held, err := drv.Inspect(context.Background(), name)
+	c, err := dl.New(drv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.Close() }() // closes the driver; rdb stays open
+	_, held, err := c.Inspect(context.Background(), name)
 	if err != nil {
 		t.Fatal(err)
 	}
