@@ -1,0 +1,402 @@
+package memdriver_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/dlockio/dlock/driver"
+	"github.com/dlockio/dlock/memdriver"
+)
+
+// clock is a fake clock moved by hand.
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func newClock() *clock { return &clock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)} }
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+// fixture is a driver on a fake clock with helpers that fail the test on
+// errors.
+type fixture struct {
+	t   *testing.T
+	c   *clock
+	d   *memdriver.Driver
+	ctx context.Context
+}
+
+func newFixture(t *testing.T, opts ...memdriver.Option) *fixture {
+	c := newClock()
+	d := memdriver.New(append([]memdriver.Option{memdriver.WithClock(c.Now)}, opts...)...)
+	t.Cleanup(func() { d.Close() })
+	return &fixture{t: t, c: c, d: d, ctx: t.Context()}
+}
+
+func (f *fixture) acquire(key, id string, ttl time.Duration) driver.AcquireResult {
+	f.t.Helper()
+	res, err := f.d.Acquire(f.ctx, driver.AcquireRequest{Key: key, ID: id, TTL: ttl, Waiting: true})
+	if err != nil {
+		f.t.Fatalf("Acquire(%q, %q): %v", key, id, err)
+	}
+	return res
+}
+
+func (f *fixture) release(key, id string) driver.ReleaseResult {
+	f.t.Helper()
+	res, err := f.d.Release(f.ctx, []driver.ReleaseRequest{{Key: key, ID: id}})
+	if err != nil {
+		f.t.Fatalf("Release(%q, %q): %v", key, id, err)
+	}
+	return res[0]
+}
+
+func (f *fixture) renew(key, id string, ttl time.Duration) bool {
+	f.t.Helper()
+	held, err := f.d.Renew(f.ctx, []driver.RenewRequest{{Key: key, ID: id, TTL: ttl}})
+	if err != nil {
+		f.t.Fatalf("Renew(%q, %q): %v", key, id, err)
+	}
+	return held[0]
+}
+
+func TestExpiryAtTheInstant(t *testing.T) {
+	f := newFixture(t)
+	a := f.acquire("k", "a", 10*time.Second)
+	f.c.Advance(10*time.Second - time.Nanosecond)
+	if res := f.acquire("k", "b", time.Second); res.Acquired || res.RetryAfter != time.Nanosecond {
+		t.Fatalf("1ns before expiry: %+v, want busy with RetryAfter 1ns", res)
+	}
+	f.c.Advance(time.Nanosecond)
+	b := f.acquire("k", "b", time.Second)
+	if !b.Acquired || b.Token <= a.Token {
+		t.Fatalf("at the expiry instant: %+v, want acquired with a token above %d", b, a.Token)
+	}
+	if got := f.release("k", "a"); got != driver.NotHeld {
+		t.Errorf("release by the expired holder = %v, want NotHeld", got)
+	}
+}
+
+func TestRetriedAcquireKeepsTTL(t *testing.T) {
+	f := newFixture(t)
+	first := f.acquire("k", "a", 10*time.Second)
+	f.c.Advance(6 * time.Second)
+	again := f.acquire("k", "a", 10*time.Second)
+	if again != first {
+		t.Fatalf("retried Acquire = %+v, want %+v", again, first)
+	}
+	f.c.Advance(4 * time.Second) // 10 s after the first try: expired
+	if res := f.acquire("k", "b", time.Second); !res.Acquired {
+		t.Fatalf("a retried Acquire extended the lock: %+v", res)
+	}
+}
+
+func TestReleaseRememberedForRemainingTTL(t *testing.T) {
+	f := newFixture(t)
+	f.acquire("k", "a", 10*time.Second)
+	f.c.Advance(4 * time.Second)
+	if got := f.release("k", "a"); got != driver.Released {
+		t.Fatalf("release = %v, want Released", got)
+	}
+	// Someone else's lock in between does not make the retry a stranger's.
+	f.acquire("k", "b", time.Second)
+	f.c.Advance(6*time.Second - time.Nanosecond)
+	if got := f.release("k", "a"); got != driver.AlreadyReleased {
+		t.Errorf("retry within the released lock's TTL = %v, want AlreadyReleased", got)
+	}
+	f.c.Advance(time.Nanosecond)
+	if got := f.release("k", "a"); got != driver.NotHeld {
+		t.Errorf("retry after the released lock's TTL = %v, want NotHeld", got)
+	}
+}
+
+func TestRenewFromNow(t *testing.T) {
+	f := newFixture(t)
+	f.acquire("k", "a", 10*time.Second)
+	f.c.Advance(9 * time.Second)
+	if !f.renew("k", "a", 3*time.Second) {
+		t.Fatal("renewal of a held lock: false")
+	}
+	info, ok, err := f.d.Inspect(f.ctx, "k")
+	if err != nil || !ok || info.TTL != 3*time.Second {
+		t.Fatalf("Inspect after renewal: %+v, %v, %v; want TTL 3s", info, ok, err)
+	}
+	f.c.Advance(3 * time.Second)
+	if f.renew("k", "a", 3*time.Second) {
+		t.Fatal("renewal of an expired lock: true")
+	}
+}
+
+func TestTokensAcrossKeysAndRestarts(t *testing.T) {
+	f := newFixture(t)
+	var last uint64
+	next := func(key, id string) {
+		t.Helper()
+		res := f.acquire(key, id, time.Second)
+		if !res.Acquired || res.Token <= last {
+			t.Fatalf("Acquire(%q): %+v, want acquired with a token above %d", key, res, last)
+		}
+		last = res.Token
+	}
+	next("a", "1")
+	snap := f.d.Snapshot()
+	next("b", "2")
+	f.d.Restart(nil)
+	next("a", "3") // free: the restart lost it
+	f.d.Restart(snap)
+	if res := f.acquire("a", "4", time.Second); res.Acquired {
+		t.Fatal("the snapshot's lock on a did not come back")
+	}
+	next("b", "5") // taken after the snapshot: gone
+	f.c.Advance(time.Second)
+	next("a", "6") // the restored lock keeps its original expiry
+}
+
+func TestNotifications(t *testing.T) {
+	f := newFixture(t)
+	got := make(chan string, 10)
+	w, err := f.d.Watch(func(key string) { got <- key })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	for _, k := range []string{"expired", "released", "forced"} {
+		if err := w.Add(f.ctx, k); err != nil {
+			t.Fatal(err)
+		}
+		f.acquire(k, "a", time.Second)
+	}
+	f.c.Advance(time.Second) // expires all three: no notification
+	for _, k := range []string{"released", "forced"} {
+		f.acquire(k, "b", time.Second)
+	}
+	f.release("released", "b")
+	if _, _, err := f.d.ForceRelease(f.ctx, "forced"); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"released", "forced"} {
+		select {
+		case k := <-got:
+			if k != want {
+				t.Fatalf("notification for %q, want %q (expiry must not notify)", k, want)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("no notification for %q", want)
+		}
+	}
+}
+
+func TestSlowCallbackDoesNotBlockRelease(t *testing.T) {
+	f := newFixture(t)
+	unblock := make(chan struct{})
+	var mu sync.Mutex
+	var keys []string
+	w, err := f.d.Watch(func(key string) {
+		<-unblock
+		mu.Lock()
+		keys = append(keys, key)
+		mu.Unlock()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if err := w.Add(f.ctx, "k"); err != nil {
+		t.Fatal(err)
+	}
+	const n = 1000
+	for i := range n {
+		id := string(rune('a' + i%26))
+		f.acquire("k", id, time.Second)
+		f.release("k", id)
+	}
+	close(unblock)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		mu.Lock()
+		got := len(keys)
+		mu.Unlock()
+		if got == n {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d notifications delivered", got, n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func TestCloseWaitsForCallback(t *testing.T) {
+	f := newFixture(t)
+	entered, unblock := make(chan struct{}), make(chan struct{})
+	w, err := f.d.Watch(func(string) { close(entered); <-unblock })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Add(f.ctx, "k"); err != nil {
+		t.Fatal(err)
+	}
+	f.acquire("k", "a", time.Second)
+	f.release("k", "a")
+	<-entered
+	f.acquire("k", "a", time.Second)
+	f.release("k", "a") // queued behind the blocked callback; dropped by Close
+	closed := make(chan struct{})
+	go func() { w.Close(); close(closed) }()
+	select {
+	case <-closed:
+		t.Fatal("Close returned while a callback was running")
+	case <-time.After(20 * time.Millisecond):
+	}
+	close(unblock)
+	<-closed // the second notification would panic on close(entered)
+}
+
+func TestAddRemoveCounted(t *testing.T) {
+	f := newFixture(t)
+	got := make(chan string, 10)
+	w, err := f.d.Watch(func(key string) { got <- key })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	for range 2 {
+		if err := w.Add(f.ctx, "k"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Remove(f.ctx, "k"); err != nil {
+		t.Fatal(err)
+	}
+	f.acquire("k", "a", time.Second)
+	f.release("k", "a")
+	select {
+	case <-got:
+	case <-time.After(5 * time.Second):
+		t.Fatal("two Adds, one Remove: key no longer followed")
+	}
+	if err := w.Remove(f.ctx, "k"); err != nil {
+		t.Fatal(err)
+	}
+	f.acquire("k", "a", time.Second)
+	f.release("k", "a")
+	// Delivery is in order from one goroutine, so once a later followed
+	// key arrives, a notification for k would have arrived before it.
+	if err := w.Add(f.ctx, "sentinel"); err != nil {
+		t.Fatal(err)
+	}
+	f.acquire("sentinel", "a", time.Second)
+	f.release("sentinel", "a")
+	if k := <-got; k != "sentinel" {
+		t.Fatalf("notification for %q after its last Remove", k)
+	}
+}
+
+func TestConnectAndClose(t *testing.T) {
+	f := newFixture(t)
+	other := f.d.Connect()
+	got := make(chan string, 1)
+	w, err := other.Watch(func(key string) { got <- key })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Add(f.ctx, "k"); err != nil {
+		t.Fatal(err)
+	}
+	f.acquire("k", "a", time.Second)
+	if res, _ := other.Acquire(f.ctx, driver.AcquireRequest{Key: "k", ID: "b", TTL: time.Second}); res.Acquired {
+		t.Fatal("a second handle does not share the store")
+	}
+	f.release("k", "a")
+	<-got // the other handle's watcher heard the release
+
+	if err := other.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Add(f.ctx, "x"); !errors.Is(err, memdriver.ErrClosed) {
+		t.Errorf("Watcher.Add after Driver.Close: %v, want ErrClosed", err)
+	}
+	if _, err := other.Acquire(f.ctx, driver.AcquireRequest{Key: "k", ID: "b", TTL: time.Second}); !errors.Is(err, memdriver.ErrClosed) {
+		t.Errorf("Acquire after Close: %v, want ErrClosed", err)
+	}
+	if _, err := other.Watch(func(string) {}); !errors.Is(err, memdriver.ErrClosed) {
+		t.Errorf("Watch after Close: %v, want ErrClosed", err)
+	}
+	if res := f.acquire("k", "b", time.Second); !res.Acquired {
+		t.Error("closing one handle broke the store for the other")
+	}
+}
+
+func TestInvalidArguments(t *testing.T) {
+	f := newFixture(t, memdriver.WithCapabilities(driver.Capabilities{
+		TTLUnit: time.Millisecond, MinTTL: 10 * time.Millisecond, MaxBatch: 2, ContextAware: true,
+	}))
+	ctx := f.ctx
+	ok := driver.AcquireRequest{Key: "k", ID: "a", TTL: time.Second}
+	bad := map[string]func() error{
+		"empty key":    func() error { r := ok; r.Key = ""; _, err := f.d.Acquire(ctx, r); return err },
+		"empty id":     func() error { r := ok; r.ID = ""; _, err := f.d.Acquire(ctx, r); return err },
+		"ttl below":    func() error { r := ok; r.TTL = 9 * time.Millisecond; _, err := f.d.Acquire(ctx, r); return err },
+		"ttl fraction": func() error { r := ok; r.TTL = 10*time.Millisecond + 1; _, err := f.d.Acquire(ctx, r); return err },
+		"release batch": func() error {
+			reqs := make([]driver.ReleaseRequest, 3)
+			for i := range reqs {
+				reqs[i] = driver.ReleaseRequest{Key: "k", ID: "a"}
+			}
+			_, err := f.d.Release(ctx, reqs)
+			return err
+		},
+		"renew batch": func() error {
+			reqs := make([]driver.RenewRequest, 3)
+			for i := range reqs {
+				reqs[i] = driver.RenewRequest{Key: "k", ID: "a", TTL: time.Second}
+			}
+			_, err := f.d.Renew(ctx, reqs)
+			return err
+		},
+		"renew ttl":  func() error { _, err := f.d.Renew(ctx, []driver.RenewRequest{{Key: "a", ID: "a"}}); return err },
+		"nil watch":  func() error { _, err := f.d.Watch(nil); return err },
+		"inspect":    func() error { _, _, err := f.d.Inspect(ctx, ""); return err },
+		"force":      func() error { _, _, err := f.d.ForceRelease(ctx, ""); return err },
+		"release id": func() error { _, err := f.d.Release(ctx, []driver.ReleaseRequest{{Key: "k"}}); return err },
+	}
+	for name, call := range bad {
+		if err := call(); !errors.Is(err, driver.ErrInvalid) {
+			t.Errorf("%s: %v, want an error matching driver.ErrInvalid", name, err)
+		}
+	}
+}
+
+func TestExpiryMargin(t *testing.T) {
+	f := newFixture(t, memdriver.WithCapabilities(driver.Capabilities{
+		TTLUnit: time.Millisecond, MinTTL: 10 * time.Millisecond, ExpiryMargin: 5 * time.Millisecond, MaxBatch: 10,
+	}))
+	f.acquire("k", "a", time.Second)
+	f.c.Advance(time.Second - 5*time.Millisecond)
+	if res := f.acquire("k", "b", time.Second); !res.Acquired {
+		t.Fatalf("lock not expired ExpiryMargin early: %+v", res)
+	}
+}
+
+func TestUnusableCapabilitiesPanic(t *testing.T) {
+	defer func() {
+		if recover() == nil {
+			t.Error("New with MaxBatch 0: no panic")
+		}
+	}()
+	memdriver.New(memdriver.WithCapabilities(driver.Capabilities{TTLUnit: 1, MinTTL: 1}))
+}
