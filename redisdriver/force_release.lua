@@ -11,6 +11,6 @@ local token = token_of(v, KEYS[1])
 -- but without the holder's id: the holder's own release must answer
 -- NOT_HELD, not ALREADY_RELEASED. An empty id is one no owner has.
 redis.call('RENAME', KEYS[1], KEYS[2])
-redis.call('SET', KEYS[2], string.sub(v, string.find(v, SEP, 1, true)), 'KEEPTTL')
+redis.call('SET', KEYS[2], string.sub(v, (string.find(v, SEP, 1, true))), 'KEEPTTL')
 redis.call('PUBLISH', KEYS[1] .. CHANNEL_SUFFIX, '')
 return token

@@ -109,6 +109,9 @@ func (w *watcher) Add(ctx context.Context, key string) error {
 		case w.subs[ch] != s:
 			w.mu.Unlock()
 			return fmt.Errorf("subscription to %q removed while being confirmed", ch)
+		case ctx.Err() != nil:
+			w.mu.Unlock()
+			return ctx.Err()
 		case s.barrier == 0:
 			if err := w.repairLocked(ctx); err != nil {
 				w.mu.Unlock()

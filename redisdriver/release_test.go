@@ -1,0 +1,241 @@
+package redisdriver
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dlockio/dlock/driver"
+	"github.com/dlockio/dlock/internal/redistest"
+	"github.com/redis/go-redis/v9"
+)
+
+// One Release call answers each request of a batch on its own terms, with
+// one script call and the PUBLISHes after it, and leaves other owners'
+// locks alone.
+func TestBatchedRelease(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	d := newDriver(t, rdb)
+	ctx := context.Background()
+	mustAcquire(t, d, "held", "a")
+	mustAcquire(t, d, "done", "b")
+	mustRelease(t, d, "done", "b")
+	mustAcquire(t, d, "other", "c")
+	mustAcquireTTL(t, d, "expired", "e", 20*time.Millisecond)
+	eventually(t, 5*time.Second, "lock expired", func() bool { return rdb.Exists(ctx, d.lockKey("expired")).Val() == 0 })
+
+	reqs := []driver.ReleaseRequest{
+		{Key: "held", ID: "a"}, {Key: "done", ID: "b"}, {Key: "other", ID: "x"},
+		{Key: "expired", ID: "e"}, {Key: "never", ID: "n"}, {Key: "held", ID: "a"},
+	}
+	want := []driver.ReleaseResult{driver.Released, driver.AlreadyReleased, driver.NotHeld, driver.NotHeld, driver.NotHeld, driver.AlreadyReleased}
+	before := commandStats(t, rdb)
+	got, err := d.Release(ctx, reqs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("request %d %+v: %v, want %v", i, reqs[i], got[i], want[i])
+		}
+	}
+	if calls := callsSince(t, rdb, before); calls["evalsha"] != 1 || calls["publish"] != 5 {
+		t.Errorf("calls %v, want one EVALSHA and one PUBLISH per distinct key", calls)
+	}
+	if v := rdb.Get(ctx, d.lockKey("other")).Val(); !strings.HasPrefix(v, "c:") {
+		t.Errorf("another owner's lock became %q", v)
+	}
+}
+
+// Waiters are notified of a release also when the server has no cached
+// copy of the script (NOSCRIPT, then EVAL, and the PUBLISH again after it),
+// and a repeated release is still recognised.
+func TestReleaseNotifiesWithAndWithoutCachedScript(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	d := newDriver(t, rdb)
+	sub := rdb.Subscribe(ctx, d.channel("k"))
+	defer sub.Close()
+	if _, err := sub.Receive(ctx); err != nil { // the subscription confirmation
+		t.Fatal(err)
+	}
+	for i, flush := range []bool{true, false} {
+		mustAcquire(t, d, "k", "a")
+		if flush {
+			if err := rdb.ScriptFlush(ctx).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		mustRelease(t, d, "k", "a")
+		for range 2 { // the NOSCRIPT pipeline published too
+			if _, err := sub.ReceiveMessage(ctx); err != nil {
+				t.Fatalf("release %d: no notification: %v", i, err)
+			}
+			if !flush {
+				break
+			}
+		}
+		if n := rdb.Exists(ctx, d.lockKey("k")).Val(); n != 0 {
+			t.Fatalf("release %d: the lock key still exists", i)
+		}
+		if res := release(t, d, "k", "a"); res != driver.AlreadyReleased {
+			t.Fatalf("release %d repeated: %v", i, res)
+		}
+		if _, err := sub.ReceiveMessage(ctx); err != nil { // the repeat publishes too
+			t.Fatal(err)
+		}
+	}
+}
+
+// A release sent again after it succeeded answers AlreadyReleased — also
+// while another owner holds the lock, which it took after that release —
+// until another owner has released the lock since.
+func TestRepeatedReleaseIsRecognised(t *testing.T) {
+	srv := redistest.Start(t)
+	d := newDriver(t, srv.Client(t))
+	mustAcquire(t, d, "k", "a")
+	mustRelease(t, d, "k", "a")
+	if res := release(t, d, "k", "a"); res != driver.AlreadyReleased {
+		t.Fatalf("repeated release: %v; want AlreadyReleased", res)
+	}
+	mustAcquire(t, d, "k", "b")
+	if res := release(t, d, "k", "a"); res != driver.AlreadyReleased {
+		t.Fatalf("repeated release while another owner holds the lock: %v; want AlreadyReleased", res)
+	}
+	mustRelease(t, d, "k", "b")
+	if res := release(t, d, "k", "a"); res != driver.NotHeld {
+		t.Fatalf("release by a former owner after another released: %v; want NotHeld", res)
+	}
+}
+
+// ForceRelease frees the lock, returns the holder's token, wakes waiters
+// and keeps the token on record, so the next token is greater; the broken
+// holder's own release then answers NotHeld.
+func TestForceRelease(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	d := newDriver(t, rdb)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	woken := make(chan string, 4)
+	w, err := d.Watch(func(k string) { woken <- k })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if err := w.Add(ctx, "k"); err != nil {
+		t.Fatal(err)
+	}
+	tok := mustAcquire(t, d, "k", "a")
+	got, ok, err := d.ForceRelease(ctx, "k")
+	if err != nil || !ok || got != tok {
+		t.Fatalf("ForceRelease: %d, %v, %v; want the holder's token %d", got, ok, err, tok)
+	}
+	select {
+	case k := <-woken:
+		if k != "k" {
+			t.Fatalf("woken for %q", k)
+		}
+	case <-ctx.Done():
+		t.Fatal("no notification of the forced release")
+	}
+	if ttl := rdb.PTTL(ctx, d.lastKey("k")).Val(); ttl <= 9*time.Second {
+		t.Fatalf("the record of the broken lock has TTL %v, want the lock's remaining TTL", ttl)
+	}
+	if res := release(t, d, "k", "a"); res != driver.NotHeld {
+		t.Fatalf("the broken holder's release: %v, want NotHeld", res)
+	}
+	// A token just above the clock would also be above the broken one; a
+	// record ahead of the clock shows the record is what is used.
+	ahead := uint64(time.Now().Add(time.Hour).UnixMicro())
+	if err := rdb.Set(ctx, d.lockKey("k"), fmt.Sprintf("b:%d:0:{}", ahead), time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if got, ok, err := d.ForceRelease(ctx, "k"); err != nil || !ok || got != ahead {
+		t.Fatalf("ForceRelease: %d, %v, %v; want %d", got, ok, err, ahead)
+	}
+	if next := mustAcquire(t, d, "k", "c"); next != ahead+1 {
+		t.Fatalf("token after the forced release %d, want %d", next, ahead+1)
+	}
+	mustRelease(t, d, "k", "c")
+	if _, ok, err := d.ForceRelease(ctx, "k"); err != nil || ok {
+		t.Fatalf("ForceRelease of a free lock: %v, %v", ok, err)
+	}
+}
+
+// In Cluster mode a batch costs one script call per slot, the scripts
+// publish, and waiters on any node hear it.
+func TestClusterBatchesBySlot(t *testing.T) {
+	nodes := redistest.StartCluster(t, 3)
+	var addrs []string
+	for _, s := range nodes {
+		addrs = append(addrs, s.Addr())
+	}
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
+	t.Cleanup(func() { _ = c.Close() })
+	d := newDriver(t, c)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	keys := []string{"a", "b", "c", "d", "e", "f"}
+	slots := make(map[uint16]bool)
+	woken := make(chan string, len(keys))
+	w, err := d.Watch(func(k string) { woken <- k })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	var reqs []driver.ReleaseRequest
+	var renews []driver.RenewRequest
+	for _, k := range keys {
+		slots[slot(d.lockKey(k))] = true
+		mustAcquire(t, d, k, "id-"+k)
+		if err := w.Add(ctx, k); err != nil {
+			t.Fatal(err)
+		}
+		reqs = append(reqs, driver.ReleaseRequest{Key: k, ID: "id-" + k})
+		renews = append(renews, driver.RenewRequest{Key: k, ID: "id-" + k, TTL: time.Minute})
+	}
+	evalshas := func() int {
+		n := 0
+		for _, s := range nodes {
+			n += commandStats(t, s.Client(t))["evalsha"].calls
+		}
+		return n
+	}
+	before := evalshas()
+	if held, err := d.Renew(ctx, renews); err != nil || len(held) != len(keys) || strings.Contains(fmt.Sprint(held), "false") {
+		t.Fatalf("renew: %v, %v", held, err)
+	}
+	if n := evalshas() - before; n != len(slots) {
+		t.Errorf("renewal of %d keys in %d slots made %d script calls", len(keys), len(slots), n)
+	}
+	before = evalshas()
+	res, err := d.Release(ctx, reqs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range res {
+		if r != driver.Released {
+			t.Errorf("release of %q: %v", keys[i], r)
+		}
+	}
+	// EVALSHA can be answered NOSCRIPT on a node that has not run the
+	// script yet; those calls count, and are followed by an EVAL.
+	if n := evalshas() - before; n != len(slots) {
+		t.Errorf("release of %d keys in %d slots made %d script calls", len(keys), len(slots), n)
+	}
+	heard := make(map[string]bool)
+	for len(heard) < len(keys) {
+		select {
+		case k := <-woken:
+			heard[k] = true
+		case <-ctx.Done():
+			t.Fatalf("notified of %v only", heard)
+		}
+	}
+}
