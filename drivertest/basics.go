@@ -193,7 +193,7 @@ func testContext(t *testing.T, h Harness) {
 	e := newEnv(t, h)
 	ttl := e.ttl(longTTL)
 	l := e.acquire(e.key("held"), ttl)
-	w := e.watch(newRecorder())
+	w := e.watch(e.recorder())
 	in, _ := e.d.(driver.Inspector)
 
 	cancelled, cancel := context.WithCancel(context.Background())

@@ -14,6 +14,7 @@ package drivertest
 
 import (
 	"testing"
+	"time"
 
 	"github.com/dlockio/dlock/driver"
 )
@@ -44,6 +45,10 @@ type Harness struct {
 	Restart func(t *testing.T, how Restart)
 	// Snapshot, if set, saves the store's state for RestartFromSnapshot.
 	Snapshot func(t *testing.T)
+	// Timeout bounds each wait for something that should happen promptly:
+	// a release notification, Watcher.Close returning, a restarted store
+	// answering. Zero means 5 seconds.
+	Timeout time.Duration
 	// BadKeys, if set, are lock names the driver's KeyChecker must reject
 	// with an error matching driver.ErrInvalid. Setting it for a driver
 	// without a KeyChecker fails the suite.

@@ -18,9 +18,8 @@ const (
 	longTTL = 30 * time.Second
 	// opTimeout bounds every call of a subtest together.
 	opTimeout = 30 * time.Second
-	// waitFor bounds waits for something that should happen at once (a
-	// notification, Close returning) or after a short TTL.
-	waitFor = 5 * time.Second
+	// defaultTimeout is Harness.Timeout when it is zero.
+	defaultTimeout = 5 * time.Second
 	// maxKeyLen is dlock's limit on lock names (dlock.MaxKeyLen; this
 	// package must not import dlock, whose engine imports drivers).
 	maxKeyLen = 1024
@@ -37,7 +36,8 @@ type env struct {
 	d    driver.Driver
 	caps driver.Capabilities
 	ctx  context.Context
-	base string // unique lock-name prefix of the subtest
+	base string        // unique lock-name prefix of the subtest
+	wait time.Duration // Harness.Timeout
 }
 
 func newEnv(t *testing.T, h Harness) *env {
@@ -58,7 +58,11 @@ func newEnv(t *testing.T, h Harness) *env {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), opTimeout)
 	t.Cleanup(cancel)
-	return &env{t: t, d: d, caps: caps, ctx: ctx, base: t.Name() + "@" + runID}
+	wait := h.Timeout
+	if wait <= 0 {
+		wait = defaultTimeout
+	}
+	return &env{t: t, d: d, caps: caps, ctx: ctx, base: t.Name() + "@" + runID, wait: wait}
 }
 
 // key returns a lock name unique to the subtest and this run.
@@ -220,13 +224,14 @@ func resultName(r driver.ReleaseResult) string {
 // recorder is a Watch callback that records the keys it is called with.
 // It never calls t: callbacks may come after the subtest ended.
 type recorder struct {
-	mu     sync.Mutex
-	counts map[string]int
-	signal chan struct{} // capacity 1
+	timeout time.Duration
+	mu      sync.Mutex
+	counts  map[string]int
+	signal  chan struct{} // capacity 1
 }
 
-func newRecorder() *recorder {
-	return &recorder{counts: make(map[string]int), signal: make(chan struct{}, 1)}
+func (e *env) recorder() *recorder {
+	return &recorder{timeout: e.wait, counts: make(map[string]int), signal: make(chan struct{}, 1)}
 }
 
 func (r *recorder) onRelease(key string) {
@@ -245,9 +250,11 @@ func (r *recorder) count(key string) int {
 	return r.counts[key]
 }
 
-// wait waits until key was notified n times in all, up to waitFor.
-func (r *recorder) wait(key string, n int) bool {
-	timer := time.NewTimer(waitFor)
+// wait waits until key was notified n times in all, up to the timeout.
+func (r *recorder) wait(key string, n int) bool { return r.waitUpTo(key, n, r.timeout) }
+
+func (r *recorder) waitUpTo(key string, n int, timeout time.Duration) bool {
+	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	for r.count(key) < n {
 		select {

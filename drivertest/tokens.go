@@ -36,7 +36,7 @@ func testTokensExpiry(t *testing.T, h Harness) {
 	var b driver.AcquireResult
 	bReq := e.req(k, newID(), e.ttl(longTTL))
 	badRetry := false
-	if !eventually(20*ttl+waitFor, func() bool {
+	if !eventually(20*ttl+e.wait, func() bool {
 		b = e.try(bReq)
 		if !b.Acquired && !badRetry && (b.RetryAfter < 0 || b.RetryAfter > ttl) {
 			badRetry = true // once: this runs every few milliseconds
@@ -93,7 +93,7 @@ func testRestartEmpty(t *testing.T, h Harness) {
 
 	for _, before := range []lease{held, freed} {
 		var res driver.AcquireResult
-		e.retryErr(waitFor, "Acquire", func() (err error) {
+		e.retryErr(e.wait, "Acquire", func() (err error) {
 			res, err = e.d.Acquire(e.ctx, e.req(before.key, newID(), ttl))
 			return err
 		})
@@ -160,7 +160,7 @@ func testRestartFromSnapshot(t *testing.T, h Harness) {
 		}
 		for len(reqs) > 0 {
 			n := min(len(reqs), e.caps.MaxBatch)
-			e.retryErr(waitFor, "Release", func() error { _, err := e.d.Release(e.ctx, reqs[:n]); return err })
+			e.retryErr(e.wait, "Release", func() error { _, err := e.d.Release(e.ctx, reqs[:n]); return err })
 			reqs = reqs[n:]
 		}
 		res := e.try(e.req(key, newID(), ttl))
