@@ -100,7 +100,10 @@ func (w *watcher) Add(ctx context.Context, key string) error {
 
 	timer := time.NewTimer(confirmTimeout)
 	defer timer.Stop()
+	var lastErr error
 	for {
+		var wait <-chan struct{}   // the next answer to a PING
+		var retry <-chan time.Time // or a moment to try subscribing again
 		w.mu.Lock()
 		switch {
 		case w.closed:
@@ -113,20 +116,29 @@ func (w *watcher) Add(ctx context.Context, key string) error {
 			w.mu.Unlock()
 			return ctx.Err()
 		case s.barrier == 0:
-			if err := w.repairLocked(ctx); err != nil {
+			// A write fails when the connection broke since the last
+			// read; go-redis has a new one by then, so try again.
+			if lastErr = w.repairLocked(ctx); lastErr != nil {
 				w.mu.Unlock()
-				return err
+				retry = time.After(errorBackoff)
+				break
 			}
-		}
-		if w.acked >= s.barrier {
+			fallthrough
+		default:
+			if w.acked >= s.barrier {
+				w.mu.Unlock()
+				return nil
+			}
+			wait = w.ackCh
 			w.mu.Unlock()
-			return nil
 		}
-		wait := w.ackCh
-		w.mu.Unlock()
 		select {
 		case <-wait:
+		case <-retry:
 		case <-timer.C:
+			if lastErr != nil {
+				return fmt.Errorf("subscribing to %q: %w", ch, lastErr)
+			}
 			return fmt.Errorf("subscription to %q not confirmed within %v", ch, confirmTimeout)
 		case <-ctx.Done():
 			return ctx.Err()
