@@ -175,8 +175,9 @@ func testKeyChecker(t *testing.T, h Harness) {
 		}
 		t.Skip("driver does not implement driver.KeyChecker")
 	}
-	if k := e.key("plain-key_0"); kc.CheckKey(k) != nil {
-		t.Errorf("CheckKey(%q) = %v, want nil", k, kc.CheckKey(k))
+	plain := e.key("plain-key_0")
+	if err := kc.CheckKey(plain); err != nil {
+		t.Errorf("CheckKey(%q) = %v, want nil", plain, err)
 	}
 	for _, k := range h.BadKeys {
 		if err := kc.CheckKey(k); err == nil {

@@ -35,13 +35,14 @@ const (
 type Harness struct {
 	// New returns a driver on a store that no other test shares (a fresh
 	// store or a unique key prefix). The suite closes it. New is called
-	// from parallel subtests, once or more per subtest.
+	// once per subtest, from parallel subtests.
 	New func(t *testing.T) driver.Driver
 	// Restart, if set, restarts the store of the drivers New made for t;
 	// drivers made by New must work again afterwards (the first request
 	// after a restart may fail while a connection is re-established; the
-	// suite retries for a few seconds). Subtests that need it are skipped
-	// when it is nil. The suite calls it only while no other subtest runs.
+	// suite retries for up to Timeout). Subtests that need it are skipped
+	// when it is nil. The suite calls it only while no other subtest of
+	// the same Run is running.
 	Restart func(t *testing.T, how Restart)
 	// Snapshot, if set, saves the store's state for RestartFromSnapshot.
 	Snapshot func(t *testing.T)
@@ -59,7 +60,23 @@ type Harness struct {
 //
 // The subtests are grouped; groups run one after another and the subtests
 // of a group in parallel, except those that restart the store, which run
-// before their group's parallel subtests start.
+// before their group's parallel subtests start. The groups check:
+//
+//   - Basics: sane Capabilities; exclusion, alone and among concurrent
+//     contenders; unusual lock names; KeyChecker errors; calls with a done
+//     ctx.
+//   - Tokens: strictly increasing tokens across release, expiry, forced
+//     release, and restarts of the store (empty and from a snapshot).
+//   - Retry: repeated acquisitions and releases, as after lost replies;
+//     releases by strangers; a batch of mixed release outcomes.
+//   - Renew: thousands of leases renewed in MaxBatch chunks outlive their
+//     original TTL; renewals of leases not held are false; empty batches.
+//   - Watch: notifications after release and forced release, not after
+//     Remove or Close; a nil callback is invalid.
+//   - Inspector: Inspect, List by literal prefix, ForceRelease.
+//
+// Subtests needing an optional interface or Harness field the driver
+// lacks are skipped.
 func Run(t *testing.T, h Harness) {
 	t.Helper()
 	if h.New == nil {

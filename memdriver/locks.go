@@ -11,7 +11,9 @@ import (
 )
 
 // Acquire implements driver.Driver. A free (or expired) lock is taken with
-// the next token. A lock already held by req.ID is reported acquired with
+// the next token; tokens start at 1 and count the acquisitions of all keys
+// of the store together, so a test can predict them. A lock is free from
+// the instant its TTL has run out. A lock already held by req.ID is reported acquired with
 // its token and its TTL left as it is, as a retried request must be. A
 // lock held by another ID is reported busy with RetryAfter set to its
 // remaining TTL, whether or not req.Waiting is set.

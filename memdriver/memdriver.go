@@ -4,7 +4,7 @@
 // releases wake watchers from a goroutine of their own.
 //
 // It is meant for tests: applications can unit-test their locking code
-// without a server, and the code above a driver (dlock's engine, or an
+// without a server (a Driver goes to dlock.New like any other), and the code above a driver (dlock's engine, or an
 // application's own wrapper) can be tested against store failures with
 // SetFault (the store fails or stalls before an operation) and
 // SetFaultAfter (the store applied the operation but its reply was lost).
@@ -30,16 +30,19 @@ import (
 // by the Watchers it made.
 var ErrClosed = errors.New("memdriver: driver closed")
 
-// DefaultCapabilities are what a Driver reports and enforces unless
-// WithCapabilities says otherwise. The store keeps TTLs to the nanosecond;
-// a unit of 1 ms keeps TTLs in the same shape a Redis store needs, so code
-// tested here sends what it will send in production.
-var DefaultCapabilities = driver.Capabilities{
-	TTLUnit:      time.Millisecond,
-	MinTTL:       time.Millisecond,
-	ExpiryMargin: 0,
-	MaxBatch:     1000,
-	ContextAware: true,
+// DefaultCapabilities returns what a Driver reports and enforces unless
+// WithCapabilities says otherwise: TTLUnit and MinTTL 1 ms, ExpiryMargin 0,
+// MaxBatch 1000, ContextAware. The store keeps time to the nanosecond; a
+// unit of 1 ms keeps TTLs in the shape a Redis store needs, so code tested
+// here sends what it will send in production.
+func DefaultCapabilities() driver.Capabilities {
+	return driver.Capabilities{
+		TTLUnit:      time.Millisecond,
+		MinTTL:       time.Millisecond,
+		ExpiryMargin: 0,
+		MaxBatch:     1000,
+		ContextAware: true,
+	}
 }
 
 // Driver implements driver.Driver and driver.Inspector in memory. Every
@@ -82,7 +85,8 @@ func WithClock(now func() time.Time) Option {
 	}
 }
 
-// WithCapabilities replaces DefaultCapabilities. The store enforces
+// WithCapabilities replaces DefaultCapabilities, for tests of code that
+// must adapt to other stores (a small MaxBatch, a coarse TTLUnit). The store enforces
 // TTLUnit, MinTTL and MaxBatch (requests outside them fail with an error
 // matching driver.ErrInvalid) and expires every lock ExpiryMargin before
 // its TTL, the earliest the capabilities allow, so that code which ignores
@@ -95,7 +99,7 @@ func WithCapabilities(c driver.Capabilities) Option {
 
 // New returns a Driver on a new, empty store. Nil options are ignored.
 func New(opts ...Option) *Driver {
-	o := options{now: time.Now, caps: DefaultCapabilities}
+	o := options{now: time.Now, caps: DefaultCapabilities()}
 	for _, opt := range opts {
 		if opt != nil {
 			opt(&o)

@@ -36,8 +36,9 @@ type watcher struct {
 // per Watcher, in the order of the releases, with the key of every lock
 // released (by Release or ForceRelease, not by expiry) while the Watcher
 // followed it. Notifications queued before a Remove may still be
-// delivered after it. The callback must not call the Watcher's Close,
-// which waits for the callback to return.
+// delivered after it. The callback may call the Driver, but not Close on
+// the Watcher or the Driver that made it: Close waits for the callback to
+// return.
 func (d *Driver) Watch(onRelease func(key string)) (driver.Watcher, error) {
 	if onRelease == nil {
 		return nil, fmt.Errorf("%w: nil release callback", driver.ErrInvalid)
