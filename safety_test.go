@@ -7,6 +7,7 @@ package dlock_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"sync"
 	"testing"
 	"time"
@@ -54,13 +55,14 @@ func TestHandOverNeverOverlapsReportedHolds(t *testing.T) {
 					errs <- err
 					return
 				}
-				held := old.Err() == nil || old.Context().Err() == nil
+				// Done first: Err would close it.
 				var late time.Duration
 				select {
 				case <-old.Done():
 				default:
 					late = time.Since(old.Deadline())
 				}
+				held := old.Context().Err() == nil || old.Err() == nil
 				_ = rival.Unlock(ctx)
 				mu.Lock()
 				if held {
@@ -132,5 +134,52 @@ func TestContextHonouredWithoutContextTimeoutEnabled(t *testing.T) {
 				isHeld(t, direct, "slow"), isHeld(t, direct, "held"))
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// blockingHandler is a slog handler whose writes block until released, like
+// a logger writing to a full stderr pipe.
+type blockingHandler struct{ release chan struct{} }
+
+func (h blockingHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h blockingHandler) Handle(context.Context, slog.Record) error {
+	<-h.release
+	return nil
+}
+func (h blockingHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h blockingHandler) WithGroup(string) slog.Handler      { return h }
+
+// A log handler that blocks must not freeze expiry. The first lost lease
+// makes the Client log; with the handler stuck, a second fixed lease must
+// still end at its deadline, before a rival can take the lock.
+func TestBlockingLoggerDoesNotFreezeExpiry(t *testing.T) {
+	srv := redistest.Start(t)
+	bh := blockingHandler{release: make(chan struct{})}
+	defer close(bh.release) // before the Clients close: they flush their logs
+	a := newLocker(t, srv.Addr(), dlock.WithLogger(slog.New(bh)))
+	b := newLocker(t, srv.Addr())
+	ctx := ctxTimeout(t, 30*time.Second)
+	const ttl = 50 * time.Millisecond
+	first, err := a.TryLock(ctx, "first", dlock.WithTTL(ttl), dlock.WithoutWatchdog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitDone(t, first, 20*ttl) // lost at its deadline: a is now logging, stuck
+	second, err := a.TryLock(ctx, "second", dlock.WithTTL(ttl), dlock.WithoutWatchdog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rival, err := b.Lock(ctx, "second")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rival.Unlock(ctx)
+	if second.Err() == nil || second.Context().Err() == nil {
+		t.Fatal("the rival holds the lock and the old lease still reports itself held")
+	}
+	select {
+	case <-second.Done():
+	case <-time.After(10 * ttl):
+		t.Fatalf("Done still open %v after the rival took the lock", 10*ttl)
 	}
 }
