@@ -72,7 +72,8 @@ type Harness struct {
 //   - Renew: thousands of leases renewed in MaxBatch chunks outlive their
 //     original TTL; renewals of leases not held are false; empty batches.
 //   - Watch: notifications after release and forced release, not after
-//     Remove or Close; a nil callback is invalid.
+//     Remove or Close, one at a time, none lost behind a slow callback; a
+//     nil callback is invalid.
 //   - Inspector: Inspect, List by literal prefix, ForceRelease.
 //
 // Subtests needing an optional interface or Harness field the driver
@@ -114,6 +115,7 @@ func Run(t *testing.T, h Harness) {
 		}},
 		{"Watch", []subtest{
 			{"Release", testWatchRelease, true},
+			{"SlowCallback", testWatchSlowCallback, true},
 			{"ForceRelease", testWatchForceRelease, true},
 			{"Remove", testWatchRemove, true},
 			{"Nil", testWatchNil, true},

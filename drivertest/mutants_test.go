@@ -120,6 +120,11 @@ var mutants = []mutant{
 	{name: "deaf watcher", subtests: []string{"Watch/Release", "Watch/ForceRelease"}, make: func(m *mutated) {
 		m.watch = func(func(string)) (driver.Watcher, error) { return m.Driver.Watch(func(string) {}) }
 	}},
+	{name: "concurrent callbacks", subtests: []string{"Watch/SlowCallback"}, make: func(m *mutated) {
+		m.watch = func(f func(string)) (driver.Watcher, error) {
+			return m.Driver.Watch(func(key string) { go f(key) })
+		}
+	}},
 	{name: "nil callback accepted", subtests: []string{"Watch/Nil"}, make: func(m *mutated) {
 		m.watch = func(f func(string)) (driver.Watcher, error) {
 			if f == nil {

@@ -2,6 +2,8 @@ package drivertest
 
 import (
 	"errors"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -27,6 +29,55 @@ func testWatchRelease(t *testing.T, h Harness) {
 	e.releaseOne(e.acquire(k, ttl), driver.Released)
 	if !rec.wait(k, 2) {
 		t.Fatalf("second release of a followed key: no notification within %v", e.wait)
+	}
+}
+
+// testWatchSlowCallback: a callback that blocks delays neither Release
+// nor other callers, later notifications are delivered once it returns,
+// and callbacks never run concurrently.
+func testWatchSlowCallback(t *testing.T, h Harness) {
+	e := newEnv(t, h)
+	ttl := e.ttl(longTTL)
+	k := e.key("lock")
+	rec := e.recorder()
+	unblock := make(chan struct{})
+	var once sync.Once
+	free := func() { once.Do(func() { close(unblock) }) }
+	// Two callbacks in progress at once is what a driver calling from one
+	// goroutine never causes.
+	var active atomic.Int32
+	var overlapped atomic.Bool
+	w, err := e.d.Watch(func(key string) {
+		if active.Add(1) > 1 {
+			overlapped.Store(true)
+		}
+		defer active.Add(-1)
+		rec.onRelease(key)
+		<-unblock
+	})
+	if err != nil {
+		t.Fatalf("Watch: %v", err)
+	}
+	t.Cleanup(func() { free(); _ = w.Close() })
+	e.add(w, k)
+
+	const n = 5
+	for i := range n {
+		start := time.Now()
+		e.releaseOne(e.acquire(k, ttl), driver.Released)
+		if took := time.Since(start); took > e.wait {
+			t.Fatalf("acquire and release %d with a blocked callback took %v", i+1, took)
+		}
+	}
+	if !rec.wait(k, 1) {
+		t.Fatalf("release of a followed key: no notification within %v", e.wait)
+	}
+	free()
+	if !rec.wait(k, n) {
+		t.Fatalf("%d of %d notifications delivered after a slow callback returned", rec.count(k), n)
+	}
+	if overlapped.Load() {
+		t.Error("callbacks of one Watcher ran concurrently")
 	}
 }
 
