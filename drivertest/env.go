@@ -20,8 +20,8 @@ const (
 	opTimeout = 30 * time.Second
 	// defaultTimeout is Harness.Timeout when it is zero.
 	defaultTimeout = 5 * time.Second
-	// maxKeyLen is dlock's limit on lock names (dlock.MaxKeyLen; this
-	// package must not import dlock, whose engine imports drivers).
+	// maxKeyLen is dlock's limit on lock names (dlock.MaxKeyLen, repeated
+	// so that the suite depends on package driver alone).
 	maxKeyLen = 1024
 )
 
