@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"testing"
 )
@@ -42,5 +43,30 @@ func TestDemoEmbedded(t *testing.T) {
 	}
 	if d.Overlaps > 0 && d.StaleRejected == 0 {
 		t.Error("dlock overlapped but fencing rejected nothing")
+	}
+}
+
+func TestDemoOnServer(t *testing.T) {
+	t.Parallel()
+	url, rdb := server(t)
+	code, stdout, stderr := dlock(t, closedURL(t), "demo", "--redis", url, "--json", "--workers", "3", "--orders", "10")
+	if code != 0 {
+		t.Fatalf("demo: status %d; stderr %s", code, stderr)
+	}
+	var rep struct {
+		Redis string `json:"redis"`
+		Dlock struct {
+			Completed int `json:"orders_completed"`
+		}
+	}
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+		t.Fatalf("demo JSON %q: %v", stdout, err)
+	}
+	if rep.Redis != url || rep.Dlock.Completed != 10 {
+		t.Fatalf("ran on %q, completed %d; want %q, 10", rep.Redis, rep.Dlock.Completed, url)
+	}
+	if n := rdb.DBSize(context.Background()).Val(); n != 0 {
+		keys, _ := rdb.Keys(context.Background(), "*").Result()
+		t.Fatalf("the demo left %d keys: %q", n, keys)
 	}
 }

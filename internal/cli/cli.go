@@ -17,7 +17,12 @@ import (
 	"strings"
 
 	"github.com/dlockio/dlock"
-	"github.com/dlockio/dlock/internal/cli/redisconn"
+)
+
+// The Redis URL used when neither --redis nor $DLOCK_REDIS is given.
+const (
+	defaultRedisURL = "redis://127.0.0.1:6379/0"
+	redisURLEnv     = "DLOCK_REDIS"
 )
 
 // Exit statuses. Where one fits, the numbers are those of BSD sysexits.h,
@@ -79,9 +84,9 @@ type invocation struct {
 // and returns the process exit status.
 func Main(ctx context.Context, args []string, env Env) int {
 	s := &invocation{env: env}
-	s.redis.value = env.Getenv(redisconn.EnvVar)
+	s.redis.value = env.Getenv(redisURLEnv)
 	if s.redis.value == "" {
-		s.redis.value = redisconn.DefaultURL
+		s.redis.value = defaultRedisURL
 	}
 	fs := flag.NewFlagSet("dlock", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
@@ -172,15 +177,6 @@ func (f *redisFlag) String() string { return f.value }
 func (f *redisFlag) Set(v string) error {
 	f.value, f.set = v, true
 	return nil
-}
-
-// target parses --redis.
-func (s *invocation) target() (*redisconn.Target, error) {
-	t, err := redisconn.Parse(s.redis.value)
-	if err != nil {
-		return nil, &exitError{code: ExitUsage, err: err}
-	}
-	return t, nil
 }
 
 // flagSet returns a subcommand's flag set, which also accepts --redis.

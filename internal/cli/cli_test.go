@@ -71,7 +71,7 @@ func TestRedisFlagAnywhere(t *testing.T) {
 		{"--redis", "bogus", "status", "k"},
 		{"status", "--redis", "bogus", "k"},
 	} {
-		if code, _, stderr := run(args...); code != ExitUsage || !strings.Contains(stderr, "invalid redis URL") {
+		if code, _, stderr := run(args...); code != ExitUsage || !strings.Contains(stderr, `redis URL "bogus"`) {
 			t.Errorf("%v: status %d, stderr %q", args, code, stderr)
 		}
 	}

@@ -38,15 +38,11 @@ func demoCommand(ctx context.Context, s *invocation, args []string) error {
 		return usageErrorf("unexpected argument %q (see dlock demo --help)", fs.Arg(0))
 	}
 	cfg := demo.Config{Workers: *workers, Orders: *orders, TTL: *ttl, Progress: s.env.Stderr}
+	if s.redis.set {
+		cfg.URL = s.redis.value
+	}
 	if err := cfg.Validate(); err != nil {
 		return &exitError{code: ExitUsage, err: err}
-	}
-	if s.redis.set {
-		t, err := s.target()
-		if err != nil {
-			return err
-		}
-		cfg.Target = t
 	}
 	rep, err := demo.Run(ctx, cfg)
 	if err != nil {

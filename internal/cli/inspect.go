@@ -83,26 +83,23 @@ func toJSON(info dlock.LockInfo, now time.Time) lockJSON {
 	}
 }
 
-// openClient returns a Client on --redis. Opening makes no round trip, so
-// errors from it are usage errors (a bad URL or option). Close the Client
-// when done; that closes its connections too.
-func (s *invocation) openClient(opts ...dlock.Option) (*dlock.Client, error) {
-	target, err := s.target()
+// openClient returns a Client on --redis and a function that closes it
+// and its connections. Opening makes no round trip, so its errors are
+// usage errors (a bad URL or option).
+func (s *invocation) openClient(opts ...dlock.Option) (*dlock.Client, func(), error) {
+	rdb, err := redisdriver.ParseURL(s.redis.value)
 	if err != nil {
-		return nil, err
+		return nil, nil, &exitError{code: ExitUsage, err: err}
 	}
-	rdb := target.NewClient()
 	drv, err := redisdriver.New(rdb)
-	if err != nil {
-		_ = rdb.Close()
-		return nil, err
+	if err == nil {
+		var c *dlock.Client
+		if c, err = dlock.New(drv, opts...); err == nil {
+			return c, func() { _ = c.Close(); _ = rdb.Close() }, nil
+		}
 	}
-	c, err := dlock.New(drv, opts...)
-	if err != nil {
-		_ = rdb.Close()
-		return nil, err
-	}
-	return c, nil
+	_ = rdb.Close()
+	return nil, nil, &exitError{code: ExitUsage, err: err}
 }
 
 // keyArg returns the command's one KEY argument.
@@ -127,11 +124,11 @@ func checkKey(c *dlock.Client, key string) error {
 // back as they are; f's store failures match dlock.ErrBackend, including
 // when the store did not answer within inspectTimeout.
 func (s *invocation) withClient(ctx context.Context, op string, f func(context.Context, *dlock.Client) error) error {
-	c, err := s.openClient()
+	c, closeClient, err := s.openClient()
 	if err != nil {
 		return err
 	}
-	defer func() { _ = c.Close() }()
+	defer closeClient()
 	tctx, cancel := context.WithTimeout(ctx, inspectTimeout)
 	defer cancel()
 	err = f(tctx, c)

@@ -17,10 +17,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
-	"github.com/dlockio/dlock/internal/cli/redisconn"
+	"github.com/dlockio/dlock/redisdriver"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -39,8 +40,9 @@ type Config struct {
 	Workers int
 	Orders  int
 	TTL     time.Duration
-	// Target is the Redis to use; nil starts an embedded in-process one.
-	Target *redisconn.Target
+	// URL is the Redis to use, in any form redisdriver.ParseURL takes;
+	// empty starts an embedded in-process one.
+	URL string
 	// Progress receives progress lines; nil discards them.
 	Progress io.Writer
 }
@@ -57,6 +59,13 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: orders must be between 1 and 10000, got %d", ErrConfig, c.Orders)
 	case c.TTL < 50*time.Millisecond || c.TTL > 10*time.Second:
 		return fmt.Errorf("%w: ttl must be between 50ms and 10s, got %v", ErrConfig, c.TTL)
+	}
+	if c.URL != "" {
+		rdb, err := redisdriver.ParseURL(c.URL) // no round trip
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrConfig, err)
+		}
+		_ = rdb.Close()
 	}
 	return nil
 }
@@ -143,8 +152,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	ctx, cancel := context.WithTimeout(ctx, runTimeout)
 	defer cancel()
 	start := time.Now()
-	target, redisName := cfg.Target, ""
-	if target == nil {
+	url, redisName := cfg.URL, maskPassword(cfg.URL)
+	if url == "" {
 		srv := miniredis.NewMiniRedis()
 		// dlock reads expiry from the store: TTLs must run on the real
 		// clock, not only when a test calls FastForward.
@@ -153,13 +162,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			return nil, fmt.Errorf("starting embedded redis: %w", err)
 		}
 		defer srv.Close()
-		t, err := redisconn.Parse("redis://" + srv.Addr() + "/0")
-		if err != nil {
-			return nil, err
-		}
-		target, redisName = t, "embedded (miniredis)"
-	} else {
-		redisName = target.String()
+		url, redisName = "redis://"+srv.Addr()+"/0", "embedded (miniredis)"
 	}
 
 	orders := plan(cfg.Orders, cfg.TTL)
@@ -182,14 +185,14 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		cfg.Workers, cfg.Orders, cfg.TTL, redisName)
 
 	var err error
-	r := &runner{cfg: cfg, target: target, prefix: prefix, orders: orders, p: p}
+	r := &runner{cfg: cfg, url: url, prefix: prefix, orders: orders, p: p}
 	if rep.Naive, err = r.run(ctx, "naive lock", r.newNaive); err != nil {
 		return nil, err
 	}
 	if rep.Dlock, err = r.run(ctx, "dlock", r.newDlock); err != nil {
 		return nil, err
 	}
-	if err := cleanup(ctx, target, prefix); err != nil {
+	if err := cleanup(ctx, url, prefix); err != nil {
 		p.printf("warning: removing the demo's keys (%s*): %v", prefix, err)
 	}
 	rep.TotalSeconds = time.Since(start).Seconds()
@@ -207,8 +210,11 @@ func (r *runner) newDlock(rdb redis.UniversalClient, name string) (locker, error
 // cleanup deletes whatever the demo left under its prefix. dlock's keys
 // expire within a TTL on their own, but a naive lock whose EXPIRE never
 // ran (the run was interrupted between SETNX and EXPIRE) would stay.
-func cleanup(ctx context.Context, target *redisconn.Target, prefix string) error {
-	rdb := target.NewClient()
+func cleanup(ctx context.Context, url, prefix string) error {
+	rdb, err := redisdriver.ParseURL(url)
+	if err != nil {
+		return err
+	}
 	defer func() { _ = rdb.Close() }()
 	del := func(ctx context.Context, c redis.Cmdable) error {
 		it := c.Scan(ctx, 0, prefix+"*", 500).Iterator()
@@ -229,4 +235,25 @@ func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// maskPassword hides the password in a URL's userinfo, for the report.
+func maskPassword(raw string) string {
+	scheme, rest, ok := strings.Cut(raw, "://")
+	if !ok {
+		return raw
+	}
+	end := strings.IndexAny(rest, "/?#")
+	if end < 0 {
+		end = len(rest)
+	}
+	at := strings.LastIndexByte(rest[:end], '@')
+	if at < 0 {
+		return raw
+	}
+	user, _, hasPass := strings.Cut(rest[:at], ":")
+	if !hasPass {
+		return raw
+	}
+	return scheme + "://" + user + ":xxxxx" + rest[at:]
 }

@@ -186,3 +186,29 @@ func TestGateAttachCluster(t *testing.T) {
 	defer rdb.Close()
 	checkGateStopsClient(t, rdb)
 }
+
+func TestMaskPassword(t *testing.T) {
+	for raw, want := range map[string]string{
+		"redis://:pw@h:1/0":             "redis://:xxxxx@h:1/0",
+		"redis://u:pw@h/0?x=@":          "redis://u:xxxxx@h/0?x=@",
+		"redis://u@h":                   "redis://u@h",
+		"redis+sentinel://:a@b@s1,s2/m": "redis+sentinel://:xxxxx@s1,s2/m",
+		"":                              "",
+	} {
+		if got := maskPassword(raw); got != want {
+			t.Errorf("maskPassword(%q) = %q, want %q", raw, got, want)
+		}
+	}
+}
+
+func TestValidateURL(t *testing.T) {
+	c := Config{Workers: DefaultWorkers, Orders: DefaultOrders, TTL: DefaultTTL, URL: "redis+sentinel://:s3cret@s1:26379"} // no master name
+	err := c.Validate()
+	if !errors.Is(err, ErrConfig) || strings.Contains(err.Error(), "s3cret") {
+		t.Fatalf("Validate = %v, want ErrConfig without the password", err)
+	}
+	c.URL = "redis://127.0.0.1:6379/0"
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -8,14 +8,14 @@ import (
 	"sync"
 	"time"
 
-	"github.com/dlockio/dlock/internal/cli/redisconn"
+	"github.com/dlockio/dlock/redisdriver"
 	"github.com/redis/go-redis/v9"
 )
 
 // runner runs the workload once per lock implementation.
 type runner struct {
 	cfg    Config
-	target *redisconn.Target
+	url    string
 	prefix string
 	orders []order
 	p      *printer
@@ -38,19 +38,14 @@ func (r *runner) run(ctx context.Context, label string, newLocker func(redis.Uni
 	r.p.printf("%s: running", label)
 	insts := make([]*instance, r.cfg.Workers)
 	for i := range insts {
-		g := &gate{}
-		name := fmt.Sprintf("w%d", i+1)
-		rdb := r.target.NewClient()
-		g.attach(rdb)
-		l, err := newLocker(rdb, name)
+		in, err := r.newInstance(fmt.Sprintf("w%d", i+1), newLocker)
 		if err != nil {
-			_ = rdb.Close()
 			for _, in := range insts[:i] {
 				in.locker.close()
 			}
 			return Metrics{}, err
 		}
-		insts[i] = &instance{name: name, gate: g, locker: l}
+		insts[i] = in
 	}
 	defer func() {
 		for _, in := range insts {
@@ -94,6 +89,23 @@ func (r *runner) run(ctx context.Context, label string, newLocker func(redis.Uni
 	m.Seconds = time.Since(start).Seconds()
 	r.p.printf("%s: done in %.1fs", label, m.Seconds)
 	return m, nil
+}
+
+// newInstance makes an instance with a Redis client of its own, gated so
+// that it can be frozen.
+func (r *runner) newInstance(name string, newLocker func(redis.UniversalClient, string) (locker, error)) (*instance, error) {
+	rdb, err := redisdriver.ParseURL(r.url)
+	if err != nil {
+		return nil, err
+	}
+	g := &gate{}
+	g.attach(rdb)
+	l, err := newLocker(rdb, name)
+	if err != nil {
+		_ = rdb.Close()
+		return nil, err
+	}
+	return &instance{name: name, gate: g, locker: l}, nil
 }
 
 // workload is one run's shared state.
