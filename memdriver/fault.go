@@ -59,6 +59,9 @@ func (d *Driver) before(ctx context.Context, op string) error {
 	if d.closed.Load() {
 		return ErrClosed
 	}
+	if d.s.unusable != nil {
+		return d.s.unusable
+	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}

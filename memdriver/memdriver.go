@@ -91,8 +91,10 @@ func WithClock(now func() time.Time) Option {
 // matching driver.ErrInvalid) and expires every lock ExpiryMargin before
 // its TTL, the earliest the capabilities allow, so that code which ignores
 // the margin fails its tests. ContextAware is only reported: the store
-// honours ctx either way. New panics if c is unusable (TTLUnit <= 0, MinTTL
-// < TTLUnit, ExpiryMargin < 0 or >= MinTTL, MaxBatch <= 0).
+// honours ctx either way. Unusable capabilities (TTLUnit <= 0, MinTTL <
+// TTLUnit, ExpiryMargin < 0 or >= MinTTL, MaxBatch <= 0) make every
+// operation fail with an error matching driver.ErrInvalid, and dlock.New
+// refuses the driver.
 func WithCapabilities(c driver.Capabilities) Option {
 	return func(o *options) { o.caps = c }
 }
@@ -105,11 +107,11 @@ func New(opts ...Option) *Driver {
 			opt(&o)
 		}
 	}
-	c := o.caps
-	if c.TTLUnit <= 0 || c.MinTTL < c.TTLUnit || c.ExpiryMargin < 0 || c.ExpiryMargin >= c.MinTTL || c.MaxBatch <= 0 {
-		panic(fmt.Sprintf("memdriver: unusable capabilities %+v", c))
+	s := newStore(o.now, o.caps)
+	if c := o.caps; c.TTLUnit <= 0 || c.MinTTL < c.TTLUnit || c.ExpiryMargin < 0 || c.ExpiryMargin >= c.MinTTL || c.MaxBatch <= 0 {
+		s.unusable = fmt.Errorf("%w: memdriver: unusable capabilities %+v", driver.ErrInvalid, c)
 	}
-	return newHandle(newStore(o.now, c))
+	return newHandle(s)
 }
 
 func newHandle(s *store) *Driver {
@@ -158,6 +160,7 @@ type store struct {
 	watchers map[*watcher]struct{}
 	// untilSweep counts operations until expired entries are swept.
 	untilSweep int
+	unusable   error // set by New for unusable capabilities: every operation fails
 }
 
 // lockState is a held lock.

@@ -252,11 +252,10 @@ func TestExpiryMargin(t *testing.T) {
 	}
 }
 
-func TestUnusableCapabilitiesPanic(t *testing.T) {
-	defer func() {
-		if recover() == nil {
-			t.Error("New with MaxBatch 0: no panic")
-		}
-	}()
-	memdriver.New(memdriver.WithCapabilities(driver.Capabilities{TTLUnit: 1, MinTTL: 1}))
+func TestUnusableCapabilitiesAreRefused(t *testing.T) {
+	d := memdriver.New(memdriver.WithCapabilities(driver.Capabilities{TTLUnit: 1, MinTTL: 1}))
+	_, err := d.Acquire(context.Background(), driver.AcquireRequest{Key: "k", ID: "a", TTL: time.Second})
+	if !errors.Is(err, driver.ErrInvalid) {
+		t.Fatalf("Acquire on a driver with MaxBatch 0: %v, want driver.ErrInvalid", err)
+	}
 }
