@@ -26,24 +26,22 @@ func (d *Driver) Acquire(ctx context.Context, req driver.AcquireRequest) (driver
 	if req.Waiting {
 		waiting = "1"
 	}
-	v, err := acquireScript.run(ctx, d.rdb, []string{d.lockKey(req.Key), d.lastKey(req.Key)},
-		idPrefix(req.ID), req.TTL.Milliseconds(), d.valueRest(time.Now(), req.Owner), waiting).Int64Slice()
+	reply, err := acquireScript.run(ctx, d.rdb, []string{d.lockKey(req.Key), d.lastKey(req.Key)},
+		idPrefix(req.ID), req.TTL.Milliseconds(), d.valueRest(time.Now(), req.Owner), waiting).Result()
 	if err != nil {
 		return driver.AcquireResult{}, err
 	}
-	if len(v) != 2 {
-		return driver.AcquireResult{}, fmt.Errorf("acquire script: unexpected reply %v", v)
-	}
-	switch v[0] {
-	case replyAcquired:
-		if v[1] <= 0 {
-			return driver.AcquireResult{}, fmt.Errorf("acquire script: token %d", v[1])
+	switch r := reply.(type) {
+	case string: // acquired: the token
+		tok, err := parseToken(r)
+		if err != nil {
+			return driver.AcquireResult{}, fmt.Errorf("acquire script: %w", err)
 		}
-		return driver.AcquireResult{Acquired: true, Token: uint64(v[1])}, nil
-	case replyBusy:
-		return driver.AcquireResult{RetryAfter: retryAfter(v[1])}, nil
+		return driver.AcquireResult{Acquired: true, Token: tok}, nil
+	case int64: // busy: the holder's PTTL
+		return driver.AcquireResult{RetryAfter: retryAfter(r)}, nil
 	}
-	return driver.AcquireResult{}, fmt.Errorf("acquire script: unexpected reply %v", v)
+	return driver.AcquireResult{}, fmt.Errorf("acquire script: unexpected reply %#v", reply)
 }
 
 // retryAfter maps a PTTL answer to AcquireResult.RetryAfter.

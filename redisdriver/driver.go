@@ -151,14 +151,18 @@ func (d *Driver) nameFromChannel(ch string) (string, bool) {
 // holds it, keeps its token on record (as a release does) and wakes
 // waiters. The holder's own later release then answers NotHeld.
 func (d *Driver) ForceRelease(ctx context.Context, key string) (uint64, bool, error) {
-	tok, err := forceReleaseScript.run(ctx, d.rdb, []string{d.lockKey(key), d.lastKey(key)}).Int64()
+	reply, err := forceReleaseScript.run(ctx, d.rdb, []string{d.lockKey(key), d.lastKey(key)}).Text()
 	if errors.Is(err, redis.Nil) {
 		return 0, false, nil
 	}
 	if err != nil {
 		return 0, false, err
 	}
-	return uint64(tok), true, nil
+	tok, err := parseToken(reply)
+	if err != nil {
+		return 0, true, fmt.Errorf("force release script: %w", err)
+	}
+	return tok, true, nil
 }
 
 // Close implements driver.Driver. It closes the redis client only if the

@@ -1,16 +1,16 @@
 -- Operator's break-glass release: free the lock whoever holds it and wake
 -- waiters.
 -- KEYS[1] lock, KEYS[2] last released lock
--- Returns the broken holder's token, or false when the lock was free.
+-- Returns the broken holder's token (digits), or false when the lock was free.
 local v = redis.call('GET', KEYS[1])
 if not v then
   return false
 end
-local token = token_of(v, KEYS[1])
+local tok = token_of(v, KEYS[1])
 -- Keep the token on record like a release does (acquire.lua relies on it),
 -- but without the holder's id: the holder's own release must answer
 -- NOT_HELD, not ALREADY_RELEASED. An empty id is one no owner has.
 redis.call('RENAME', KEYS[1], KEYS[2])
 redis.call('SET', KEYS[2], string.sub(v, (string.find(v, SEP, 1, true))), 'KEEPTTL')
 redis.call('PUBLISH', KEYS[1] .. CHANNEL_SUFFIX, '')
-return token
+return tok

@@ -10,19 +10,25 @@ local SEP = '__SEP__'
 local MAX_TOKEN = __MAX_TOKEN__
 local CHANNEL_SUFFIX = '__CHANNEL_SUFFIX__'
 
+-- owns reports whether lock value v (false for a missing key) belongs to
+-- the owner whose id prefix ("<id>" SEP) is idp. Every ownership check of
+-- every script is this one.
+local function owns(v, idp)
+  return v ~= false and string.sub(v, 1, #idp) == idp
+end
+
 -- owned reads key and reports whether it holds a lock value of the owner
--- whose id prefix ("<id>" SEP) is idp. The value read is returned too, so a
--- caller that needs it does not read the key twice.
+-- with id prefix idp.
 local function owned(key, idp)
-  local v = redis.call('GET', key)
-  return v ~= false and string.sub(v, 1, #idp) == idp, v
+  return owns(redis.call('GET', key), idp)
 end
 
 -- token_of returns the fencing token in lock value v, read from key (named
--- in the error). Tokens are microsecond counts, exact in a Lua number (a
--- double) below MAX_TOKEN = 2^53, which the clock reaches in the year 2255;
--- anything else is not a value this driver wrote, and acquiring past it
--- could break the order of tokens, so it is an error rather than a guess.
+-- in the error), as its digits and as a number. Tokens are microsecond
+-- counts, exact in a Lua number (a double) below MAX_TOKEN = 2^53, which
+-- the clock reaches in the year 2255; anything else is not a value this
+-- driver wrote, and acquiring past it could break the order of tokens, so
+-- it is an error rather than a guess.
 local function token_of(v, key)
   local a = string.find(v, SEP, 1, true)
   local b = a and string.find(v, SEP, a + 1, true)
@@ -31,5 +37,5 @@ local function token_of(v, key)
   if not n or n >= MAX_TOKEN then
     error('dlock: malformed lock value in ' .. key)
   end
-  return n
+  return s, n
 end

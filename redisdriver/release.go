@@ -64,15 +64,12 @@ func (d *Driver) Release(ctx context.Context, reqs []driver.ReleaseRequest) ([]d
 	}
 	results := make([]driver.ReleaseResult, len(reqs))
 	for gi, g := range groups {
-		v, err := calls[gi].reply.Int64Slice()
+		codes, err := replyDigits(calls[gi], len(g))
 		if err != nil {
 			return nil, err
 		}
-		if len(v) != len(g) {
-			return nil, fmt.Errorf("release script: %d answers for %d keys", len(v), len(g))
-		}
 		for i, ri := range g {
-			switch v[i] {
+			switch int(codes[i] - '0') {
 			case replyReleased:
 				results[ri] = driver.Released
 			case replyAlreadyReleased:
@@ -80,9 +77,21 @@ func (d *Driver) Release(ctx context.Context, reqs []driver.ReleaseRequest) ([]d
 			case replyNotHeld:
 				results[ri] = driver.NotHeld
 			default:
-				return nil, fmt.Errorf("release script: unexpected answer %d", v[i])
+				return nil, fmt.Errorf("release script: unexpected answer %q", codes[i])
 			}
 		}
 	}
 	return results, nil
+}
+
+// replyDigits returns the reply of a batch script: one digit per request.
+func replyDigits(cl *call, n int) (string, error) {
+	s, err := cl.reply.Text()
+	if err != nil {
+		return "", err
+	}
+	if len(s) != n {
+		return "", fmt.Errorf("%s script: %d answers for %d keys", cl.s.name, len(s), n)
+	}
+	return s, nil
 }

@@ -2,7 +2,8 @@
 -- KEYS[2i-1] lock i, KEYS[2i] its last released lock
 -- ARGV[1] '1' to publish the release from here (Cluster, see release.go),
 -- ARGV[1+i] owner id prefix of lock i
--- Returns one RELEASED, ALREADY_RELEASED or NOT_HELD per lock.
+-- Returns a string of one digit per lock: RELEASED, ALREADY_RELEASED or
+-- NOT_HELD (a string because Redis converts a table reply slowly).
 --
 -- RENAME frees the lock and keeps its value, with the lock's remaining TTL,
 -- under the last-released key, in one call: the value carries the fencing
@@ -23,4 +24,4 @@ for i = 1, #KEYS / 2 do
     res[i] = __NOT_HELD__
   end
 end
-return res
+return table.concat(res)

@@ -2,7 +2,6 @@ package redisdriver
 
 import (
 	"context"
-	"fmt"
 	"strings"
 
 	"github.com/dlockio/dlock/driver"
@@ -37,15 +36,12 @@ func (d *Driver) Renew(ctx context.Context, reqs []driver.RenewRequest) ([]bool,
 	}
 	held := make([]bool, len(reqs))
 	for gi, g := range groups {
-		v, err := calls[gi].reply.Int64Slice()
+		v, err := replyDigits(calls[gi], len(g))
 		if err != nil {
 			return nil, err
 		}
-		if len(v) != len(g) {
-			return nil, fmt.Errorf("renew script: %d answers for %d keys", len(v), len(g))
-		}
 		for i, ri := range g {
-			held[ri] = v[i] == 1
+			held[ri] = v[i] == '1'
 		}
 	}
 	return held, nil

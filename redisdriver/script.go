@@ -28,9 +28,6 @@ var (
 
 // Codes the scripts answer with; luaConstants hands them to the Lua side.
 const (
-	replyBusy     = 0
-	replyAcquired = 1
-
 	replyNotHeld         = 0
 	replyReleased        = 1
 	replyAlreadyReleased = 2
@@ -50,8 +47,6 @@ var luaConstants = map[string]string{
 	"SEP":              sep,
 	"CHANNEL_SUFFIX":   channelSuffix,
 	"MAX_TOKEN":        strconv.FormatInt(maxToken, 10),
-	"ACQUIRED":         strconv.Itoa(replyAcquired),
-	"BUSY":             strconv.Itoa(replyBusy),
 	"TTL_UNKNOWN":      strconv.Itoa(ttlUnknown),
 	"RELEASED":         strconv.Itoa(replyReleased),
 	"ALREADY_RELEASED": strconv.Itoa(replyAlreadyReleased),

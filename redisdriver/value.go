@@ -49,9 +49,9 @@ func parseValue(v string, info *driver.LockInfo) error {
 	if len(parts) != 4 {
 		return fmt.Errorf("malformed lock value %q", v)
 	}
-	tok, err := strconv.ParseUint(parts[1], 10, 64)
+	tok, err := parseToken(parts[1])
 	if err != nil {
-		return fmt.Errorf("malformed token in lock value %q: %w", v, err)
+		return fmt.Errorf("lock value %q: %w", v, err)
 	}
 	ms, err := strconv.ParseInt(parts[2], 10, 64)
 	if err != nil {
@@ -63,4 +63,14 @@ func parseValue(v string, info *driver.LockInfo) error {
 		return fmt.Errorf("malformed owner in lock value %q: %w", v, err)
 	}
 	return nil
+}
+
+// parseToken reads a token as the scripts write it: decimal digits, a
+// positive number below maxToken.
+func parseToken(s string) (uint64, error) {
+	tok, err := strconv.ParseUint(s, 10, 64)
+	if err != nil || tok == 0 || tok >= maxToken {
+		return 0, fmt.Errorf("malformed token %q", s)
+	}
+	return tok, nil
 }
