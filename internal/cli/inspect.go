@@ -83,23 +83,15 @@ func toJSON(info dlock.LockInfo, now time.Time) lockJSON {
 	}
 }
 
-// openClient returns a Client on --redis and a function that closes it
-// and its connections. Opening makes no round trip, so its errors are
-// usage errors (a bad URL or option).
-func (s *invocation) openClient(opts ...dlock.Option) (*dlock.Client, func(), error) {
-	rdb, err := redisdriver.ParseURL(s.redis.value)
+// openClient returns a Client on --redis; closing it closes its
+// connections. Opening makes no round trip, so its errors are usage errors
+// (a bad URL or option).
+func (s *invocation) openClient(opts ...dlock.Option) (*dlock.Client, error) {
+	c, err := redisdriver.Open(s.redis.value, opts...)
 	if err != nil {
-		return nil, nil, &exitError{code: ExitUsage, err: err}
+		return nil, &exitError{code: ExitUsage, err: err}
 	}
-	drv, err := redisdriver.New(rdb)
-	if err == nil {
-		var c *dlock.Client
-		if c, err = dlock.New(drv, opts...); err == nil {
-			return c, func() { _ = c.Close(); _ = rdb.Close() }, nil
-		}
-	}
-	_ = rdb.Close()
-	return nil, nil, &exitError{code: ExitUsage, err: err}
+	return c, nil
 }
 
 // keyArg returns the command's one KEY argument.
@@ -124,11 +116,11 @@ func checkKey(c *dlock.Client, key string) error {
 // back as they are; f's store failures match dlock.ErrBackend, including
 // when the store did not answer within inspectTimeout.
 func (s *invocation) withClient(ctx context.Context, op string, f func(context.Context, *dlock.Client) error) error {
-	c, closeClient, err := s.openClient()
+	c, err := s.openClient()
 	if err != nil {
 		return err
 	}
-	defer closeClient()
+	defer func() { _ = c.Close() }()
 	tctx, cancel := context.WithTimeout(ctx, inspectTimeout)
 	defer cancel()
 	err = f(tctx, c)

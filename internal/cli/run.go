@@ -81,14 +81,14 @@ func runCommand(ctx context.Context, s *invocation, args []string) error {
 	logger := slog.New(slog.NewTextHandler(s.env.Stderr, &slog.HandlerOptions{Level: level}))
 	// A TTL below the store's minimum fails here, a name the store cannot
 	// take just below: usage errors, found before any round trip.
-	client, closeClient, err := s.openClient(dlock.WithDefaultTTL(*ttl), dlock.WithLogger(logger), dlock.WithOwnerMeta(*meta))
+	client, err := s.openClient(dlock.WithDefaultTTL(*ttl), dlock.WithLogger(logger), dlock.WithOwnerMeta(*meta))
 	if errors.Is(err, dlock.ErrInvalidTTL) {
 		return usageErrorf("--ttl %v: %s", *ttl, strings.TrimPrefix(err.Error(), "dlock: "))
 	}
 	if err != nil {
 		return err
 	}
-	defer closeClient()
+	defer func() { _ = client.Close() }()
 	if err := checkKey(client, key); err != nil {
 		return err
 	}
