@@ -5,8 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/dlockio/dlock"
 )
@@ -84,5 +87,37 @@ func TestRedisFlagAnywhere(t *testing.T) {
 	}}
 	if code := Main(context.Background(), []string{"list"}, env); code != ExitUsage || !strings.Contains(stderr.String(), "ftp://nope") {
 		t.Errorf("DLOCK_REDIS not used: status %d, stderr %q", code, stderr.String())
+	}
+}
+
+func TestOperatorCommandsReportAHangingStoreAsUnavailable(t *testing.T) {
+	// A server that accepts connections and never answers.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() { _, _ = io.Copy(io.Discard, c); _ = c.Close() }()
+		}
+	}()
+	old := inspectTimeout
+	inspectTimeout = 200 * time.Millisecond
+	defer func() { inspectTimeout = old }()
+	url := "redis://" + l.Addr().String() + "/0"
+	for _, args := range [][]string{{"status", "k"}, {"list"}, {"unlock", "--force", "k"}} {
+		began := time.Now()
+		code, _, stderr := run(append([]string{"--redis", url}, args...)...)
+		if code != ExitUnavailable || !strings.Contains(stderr, "no answer within") {
+			t.Errorf("%v: status %d, stderr %q; want %d", args, code, stderr, ExitUnavailable)
+		}
+		if took := time.Since(began); took > 5*time.Second {
+			t.Errorf("%v took %v, not bounded by the timeout", args, took)
+		}
 	}
 }

@@ -16,8 +16,9 @@ import (
 	"github.com/dlockio/dlock/redisdriver"
 )
 
-// inspectTimeout bounds an operator command against a store that hangs.
-const inspectTimeout = 10 * time.Second
+// inspectTimeout bounds an operator command against a store that hangs
+// (a variable for tests).
+var inspectTimeout = 10 * time.Second
 
 const statusUsage = `Usage: dlock status [--json] KEY
 
