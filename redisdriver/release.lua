@@ -17,11 +17,11 @@ for i = 1, #KEYS / 2 do
     if ARGV[1] == '1' then
       redis.call('PUBLISH', lock .. CHANNEL_SUFFIX, '')
     end
-    res[i] = __RELEASED__
+    res[i] = '__RELEASED__'
   elseif owned(last, idp) then
-    res[i] = __ALREADY_RELEASED__
+    res[i] = '__ALREADY_RELEASED__'
   else
-    res[i] = __NOT_HELD__
+    res[i] = '__NOT_HELD__'
   end
 end
 return table.concat(res)
