@@ -29,12 +29,13 @@ end
 --  * Every token is at least the server time at its issue, and exceeds it
 --    by at most a few microseconds (the +1 of a record issued within the
 --    last few microseconds; every script call takes longer than that).
---  * A record of every token lives until at least its issue time plus the
---    shortest TTL (20 ms): the lock key itself, then, after a release,
---    KEYS[2], which RENAME gives the lock's remaining TTL. A later release
---    overwrites KEYS[2] with a greater token, which serves as well.
+--  * A record of every token lives until the lock's expiry time, which is
+--    at least a millisecond (a TTL, or a renewal's) after its issue: the
+--    lock key itself, then, after a release, KEYS[2], which RENAME gives
+--    the lock's remaining TTL. A later release overwrites KEYS[2] with a
+--    greater token, which serves as well.
 --  * So a new token is greater either through the record, or because the
---    record is gone and the server clock has passed issue time + TTL.
+--    record is gone, so the server clock has passed that expiry time.
 --  * After a restart from any older state (an RDB snapshot, an AOF synced
 --    every second, a replica that lagged), restored records are merely
 --    old, and TIME has moved past every token issued before the crash.

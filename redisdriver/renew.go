@@ -41,7 +41,7 @@ func (d *Driver) Renew(ctx context.Context, reqs []driver.RenewRequest) ([]bool,
 			return nil, err
 		}
 		for i, ri := range g {
-			held[ri] = v[i] == '1'
+			held[ri] = int(v[i]-'0') == replyExtended
 		}
 	}
 	return held, nil

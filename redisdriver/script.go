@@ -28,9 +28,14 @@ var (
 
 // Codes the scripts answer with; luaConstants hands them to the Lua side.
 const (
+	// release.lua, per lock
 	replyNotHeld         = 0
 	replyReleased        = 1
 	replyAlreadyReleased = 2
+
+	// renew.lua, per lock
+	replyLost     = 0
+	replyExtended = 1
 
 	// ttlUnknown is what PTTL answers for a key without expiry; acquire.lua
 	// answers it too when the caller did not ask for the holder's TTL.
@@ -51,6 +56,8 @@ var luaConstants = map[string]string{
 	"RELEASED":         strconv.Itoa(replyReleased),
 	"ALREADY_RELEASED": strconv.Itoa(replyAlreadyReleased),
 	"NOT_HELD":         strconv.Itoa(replyNotHeld),
+	"EXTENDED":         strconv.Itoa(replyExtended),
+	"LOST":             strconv.Itoa(replyLost),
 }
 
 var placeholder = regexp.MustCompile(`__([A-Z_]+)__`)
