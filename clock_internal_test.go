@@ -94,7 +94,9 @@ type clockDriver struct {
 // clockMargin is clockDriver's ExpiryMargin.
 const clockMargin = 2 * time.Millisecond
 
-func testDrift(ttl time.Duration) time.Duration { return ttl/100 + clockMargin }
+// testDrift is the engine's drift for clockDriver: 1% of the TTL, the
+// expiry margin, and 2 ms of timer slack.
+func testDrift(ttl time.Duration) time.Duration { return ttl/100 + clockMargin + 2*time.Millisecond }
 
 func (d *clockDriver) Capabilities() driver.Capabilities {
 	return driver.Capabilities{TTLUnit: time.Millisecond, MinTTL: time.Millisecond, ExpiryMargin: clockMargin, MaxBatch: 1000, ContextAware: true}
