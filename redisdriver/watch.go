@@ -100,6 +100,10 @@ func (w *watcher) Add(ctx context.Context, key string) error {
 
 	timer := time.NewTimer(confirmTimeout)
 	defer timer.Stop()
+	// Writes do not stop at the caller's cancellation: a write cut short
+	// costs a reconnect. They stop when Add gives up.
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), confirmTimeout)
+	defer cancel()
 	var lastErr error
 	for {
 		var wait <-chan struct{}   // the next answer to a PING
@@ -118,7 +122,7 @@ func (w *watcher) Add(ctx context.Context, key string) error {
 		case s.barrier == 0:
 			// A write fails when the connection broke since the last
 			// read; go-redis has a new one by then, so try again.
-			if lastErr = w.repairLocked(ctx); lastErr != nil {
+			if lastErr = w.repairLocked(wctx); lastErr != nil {
 				w.mu.Unlock()
 				retry = time.After(errorBackoff)
 				break
@@ -150,9 +154,6 @@ func (w *watcher) Add(ctx context.Context, key string) error {
 // it did or a barrier is unanswered, writes a new PING. On failure the
 // reader tries again later.
 func (w *watcher) repairLocked(ctx context.Context) error {
-	// Not the caller's cancellation: a write cut short costs a reconnect.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), confirmTimeout)
-	defer cancel()
 	if w.ps == nil {
 		w.ps = w.d.rdb.Subscribe(ctx)
 		go w.read(w.ps)
@@ -242,7 +243,9 @@ func (w *watcher) read(ps *redis.PubSub) {
 			return
 		}
 		if w.broken {
-			_ = w.repairLocked(ctx)
+			rctx, cancel := context.WithTimeout(ctx, confirmTimeout)
+			_ = w.repairLocked(rctx)
+			cancel()
 		}
 		w.mu.Unlock()
 
@@ -250,12 +253,14 @@ func (w *watcher) read(ps *redis.PubSub) {
 		if err != nil {
 			var ne net.Error
 			if errors.As(err, &ne) && ne.Timeout() {
-				quiet++
-				if quiet == 1 {
+				if quiet++; quiet == 1 {
 					w.probe()
-				} else if ps = w.replace(ps); ps == nil {
+					continue
+				}
+				if ps = w.replace(ps); ps == nil {
 					return
 				}
+				quiet = 0
 				continue
 			}
 			// go-redis has reconnected, or will at the next receive, and
@@ -320,7 +325,9 @@ func (w *watcher) replace(old *redis.PubSub) *redis.PubSub {
 	}
 	close(w.ackCh) // let waiting Adds see their barriers reset
 	w.ackCh = make(chan struct{})
-	_ = w.repairLocked(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), confirmTimeout)
+	defer cancel()
+	_ = w.repairLocked(ctx)
 	return w.ps
 }
 
