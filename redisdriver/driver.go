@@ -30,7 +30,8 @@ const (
 )
 
 // Driver implements driver.Driver, driver.KeyChecker and driver.Inspector
-// on Redis. Make one with New or Open.
+// on Redis. Make one with New; Open makes one that owns its Redis client,
+// inside a dlock Client.
 type Driver struct {
 	rdb        redis.UniversalClient
 	cluster    *redis.ClusterClient // non-nil in Cluster mode: batches are grouped by slot

@@ -9,8 +9,8 @@ import (
 // that driver. Closing the Client closes the Redis client too.
 //
 // Like database/sql.Open it does not connect: an unreachable server shows
-// in the first call, which fails within milliseconds for a refused
-// connection (see ParseURL). Drivers with Options, or clients built by the
+// in the first call, which fails promptly for a refused connection (see
+// ParseURL). Drivers with Options, or clients built by the
 // application, go through New and dlock.New instead.
 func Open(url string, opts ...dlock.Option) (*dlock.Client, error) {
 	rdb, err := ParseURL(url)
