@@ -9,6 +9,7 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/dlockio/dlock"
+	"github.com/dlockio/dlock/memdriver"
 	"github.com/dlockio/dlock/redisdriver"
 	"github.com/redis/go-redis/v9"
 )
@@ -27,14 +28,13 @@ func exampleRedis() (*redis.Client, func()) {
 // The quickstart: take a lock, do the work under the lease's context, pass
 // the fencing token to the resource, release.
 func Example() {
-	rdb, stop := exampleRedis() // e.g. redis.NewClient(&redis.Options{Addr: "localhost:6379"})
-	defer stop()
-
-	drv, err := redisdriver.New(rdb)
+	mr, err := miniredis.Run() // an in-process Redis, so the example runs anywhere
 	if err != nil {
 		log.Fatal(err)
 	}
-	locker, err := dlock.New(drv, dlock.WithOwnerMeta("order-service"))
+	defer mr.Close()
+
+	locker, err := redisdriver.Open("redis://"+mr.Addr(), dlock.WithOwnerMeta("order-service"))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -56,6 +56,28 @@ func Example() {
 	}
 	fmt.Println("processed order 42 under", lease.Key(), "- held:", lease.Err() == nil)
 	// Output: processed order 42 under order:42 - held: true
+}
+
+// Unit tests of code that takes locks need no Redis: memdriver is an
+// in-memory store with the same semantics (TTLs, tokens, notifications).
+func ExampleNew_memdriver() {
+	locker, err := dlock.New(memdriver.New())
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer locker.Close()
+
+	ctx := context.Background()
+	first, _ := locker.TryLock(ctx, "order:42")
+	_, err = locker.TryLock(ctx, "order:42")
+	fmt.Println("busy while held:", errors.Is(err, dlock.ErrNotAcquired))
+	_ = first.Unlock(ctx)
+	second, _ := locker.TryLock(ctx, "order:42")
+	fmt.Println("next token is higher:", second.Token() > first.Token())
+	_ = second.Unlock(ctx)
+	// Output:
+	// busy while held: true
+	// next token is higher: true
 }
 
 func ExampleClient_TryLock() {

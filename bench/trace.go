@@ -77,9 +77,9 @@ func (d tracingDriver) Acquire(ctx context.Context, req driver.AcquireRequest) (
 	return res, err
 }
 
-func (d tracingDriver) Release(ctx context.Context, req driver.ReleaseRequest) (driver.ReleaseResult, error) {
+func (d tracingDriver) Release(ctx context.Context, reqs []driver.ReleaseRequest) ([]driver.ReleaseResult, error) {
 	handoffTracer.releaseStart(time.Now())
-	res, err := d.Driver.Release(ctx, req)
+	res, err := d.Driver.Release(ctx, reqs)
 	end := time.Now()
 	handoffTracer.update(func(h *handoffTrace) { h.relEnd = end })
 	return res, err
