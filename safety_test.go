@@ -14,6 +14,7 @@ import (
 
 	"github.com/dlockio/dlock"
 	"github.com/dlockio/dlock/internal/redistest"
+	"github.com/dlockio/dlock/internal/slogtest"
 	"github.com/dlockio/dlock/redisdriver"
 	"github.com/redis/go-redis/v9"
 )
@@ -137,25 +138,13 @@ func TestContextHonouredWithoutContextTimeoutEnabled(t *testing.T) {
 	}
 }
 
-// blockingHandler is a slog handler whose writes block until released, like
-// a logger writing to a full stderr pipe.
-type blockingHandler struct{ release chan struct{} }
-
-func (h blockingHandler) Enabled(context.Context, slog.Level) bool { return true }
-func (h blockingHandler) Handle(context.Context, slog.Record) error {
-	<-h.release
-	return nil
-}
-func (h blockingHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
-func (h blockingHandler) WithGroup(string) slog.Handler      { return h }
-
 // A log handler that blocks must not freeze expiry. The first lost lease
 // makes the Client log; with the handler stuck, a second fixed lease must
 // still end at its deadline, before a rival can take the lock.
 func TestBlockingLoggerDoesNotFreezeExpiry(t *testing.T) {
 	srv := redistest.Start(t)
-	bh := blockingHandler{release: make(chan struct{})}
-	defer close(bh.release) // before the Clients close: they flush their logs
+	bh := slogtest.NewBlocking()
+	defer close(bh.Release) // before the Clients close: they flush their logs
 	a := newLocker(t, srv.Addr(), dlock.WithLogger(slog.New(bh)))
 	b := newLocker(t, srv.Addr())
 	ctx := ctxTimeout(t, 30*time.Second)

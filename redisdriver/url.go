@@ -40,7 +40,7 @@ func ParseURL(rawURL string) (redis.UniversalClient, error) {
 	scheme, rest, ok := strings.Cut(rawURL, "://")
 	if !ok {
 		return nil, fmt.Errorf("%w: redis URL %q: missing scheme (want redis://, rediss://, redis+sentinel:// or redis+cluster://)",
-			driver.ErrInvalid, maskPassword(rawURL))
+			driver.ErrInvalid, RedactURL(rawURL))
 	}
 	base, kind, _ := strings.Cut(strings.ToLower(scheme), "+")
 	var c redis.UniversalClient
@@ -56,7 +56,7 @@ func ParseURL(rawURL string) (redis.UniversalClient, error) {
 		err = fmt.Errorf("unsupported scheme %q", scheme)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%w: redis URL %q: %v", driver.ErrInvalid, maskPassword(rawURL), err)
+		return nil, fmt.Errorf("%w: redis URL %q: %v", driver.ErrInvalid, RedactURL(rawURL), err)
 	}
 	return c, nil
 }
@@ -187,8 +187,9 @@ func clusterClient(base, rest string) (redis.UniversalClient, error) {
 	return redis.NewClusterClient(o), nil
 }
 
-// maskPassword hides the password in a URL's userinfo, for messages.
-func maskPassword(raw string) string {
+// RedactURL returns rawURL with the password in its userinfo replaced by
+// "xxxxx", for messages and reports.
+func RedactURL(raw string) string {
 	scheme, rest, ok := strings.Cut(raw, "://")
 	if !ok {
 		return raw

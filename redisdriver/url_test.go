@@ -90,15 +90,16 @@ func TestParseURLErrors(t *testing.T) {
 	}
 }
 
-func TestMaskPassword(t *testing.T) {
+func TestRedactURL(t *testing.T) {
 	for raw, want := range map[string]string{
 		"redis://:pw@h:1/0":             "redis://:xxxxx@h:1/0",
 		"redis://u:pw@h/0?x=@":          "redis://u:xxxxx@h/0?x=@",
 		"redis://u@h":                   "redis://u@h",
 		"redis+sentinel://:a@b@s1,s2/m": "redis+sentinel://:xxxxx@s1,s2/m",
+		"":                              "",
 	} {
-		if got := maskPassword(raw); got != want {
-			t.Errorf("maskPassword(%q) = %q, want %q", raw, got, want)
+		if got := RedactURL(raw); got != want {
+			t.Errorf("RedactURL(%q) = %q, want %q", raw, got, want)
 		}
 	}
 }

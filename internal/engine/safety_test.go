@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/dlockio/dlock/driver"
+	"github.com/dlockio/dlock/internal/slogtest"
 	"github.com/dlockio/dlock/memdriver"
 )
 
@@ -82,18 +83,6 @@ func TestErrReportsLossAtDeadlineWithoutTheLoop(t *testing.T) {
 	}
 }
 
-// blockingHandler is a slog handler whose writes block, like a logger
-// writing to a full stderr pipe.
-type blockingHandler struct{ release chan struct{} }
-
-func (h blockingHandler) Enabled(context.Context, slog.Level) bool { return true }
-func (h blockingHandler) Handle(context.Context, slog.Record) error {
-	<-h.release
-	return nil
-}
-func (h blockingHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
-func (h blockingHandler) WithGroup(string) slog.Handler      { return h }
-
 // Finding 3: a log handler that blocks froze expiry completely. Renewals
 // fail (so the engine logs), the handler never returns, and the lease must
 // still end at its deadline.
@@ -106,8 +95,8 @@ func TestBlockingLoggerDoesNotDelayExpiry(t *testing.T) {
 		}
 		return nil
 	})
-	bh := blockingHandler{release: make(chan struct{})}
-	defer close(bh.release)
+	bh := slogtest.NewBlocking()
+	defer close(bh.Release)
 	e := newTestEngine(t, drv, func(c *Config) { c.Logger = slog.New(bh) })
 	const ttl = 150 * time.Millisecond
 	h, err := e.TryAcquire(context.Background(), req("k", ttl), true)

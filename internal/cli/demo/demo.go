@@ -17,7 +17,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
@@ -152,7 +151,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	ctx, cancel := context.WithTimeout(ctx, runTimeout)
 	defer cancel()
 	start := time.Now()
-	url, redisName := cfg.URL, maskPassword(cfg.URL)
+	url, redisName := cfg.URL, redisdriver.RedactURL(cfg.URL)
 	if url == "" {
 		srv := miniredis.NewMiniRedis()
 		// dlock reads expiry from the store: TTLs must run on the real
@@ -235,25 +234,4 @@ func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
-}
-
-// maskPassword hides the password in a URL's userinfo, for the report.
-func maskPassword(raw string) string {
-	scheme, rest, ok := strings.Cut(raw, "://")
-	if !ok {
-		return raw
-	}
-	end := strings.IndexAny(rest, "/?#")
-	if end < 0 {
-		end = len(rest)
-	}
-	at := strings.LastIndexByte(rest[:end], '@')
-	if at < 0 {
-		return raw
-	}
-	user, _, hasPass := strings.Cut(rest[:at], ":")
-	if !hasPass {
-		return raw
-	}
-	return scheme + "://" + user + ":xxxxx" + rest[at:]
 }

@@ -187,20 +187,6 @@ func TestGateAttachCluster(t *testing.T) {
 	checkGateStopsClient(t, rdb)
 }
 
-func TestMaskPassword(t *testing.T) {
-	for raw, want := range map[string]string{
-		"redis://:pw@h:1/0":             "redis://:xxxxx@h:1/0",
-		"redis://u:pw@h/0?x=@":          "redis://u:xxxxx@h/0?x=@",
-		"redis://u@h":                   "redis://u@h",
-		"redis+sentinel://:a@b@s1,s2/m": "redis+sentinel://:xxxxx@s1,s2/m",
-		"":                              "",
-	} {
-		if got := maskPassword(raw); got != want {
-			t.Errorf("maskPassword(%q) = %q, want %q", raw, got, want)
-		}
-	}
-}
-
 func TestValidateURL(t *testing.T) {
 	c := Config{Workers: DefaultWorkers, Orders: DefaultOrders, TTL: DefaultTTL, URL: "redis+sentinel://:s3cret@s1:26379"} // no master name
 	err := c.Validate()

@@ -1,0 +1,31 @@
+// Package slogtest has slog handlers for tests of code that must not
+// depend on its logger.
+package slogtest
+
+import (
+	"context"
+	"log/slog"
+)
+
+// Blocking is a handler whose writes block until Release is closed, like a
+// logger writing to a full stderr pipe.
+type Blocking struct{ Release chan struct{} }
+
+// NewBlocking returns a Blocking handler; close its Release channel to
+// unblock every write.
+func NewBlocking() Blocking { return Blocking{Release: make(chan struct{})} }
+
+// Enabled reports true for every level.
+func (h Blocking) Enabled(context.Context, slog.Level) bool { return true }
+
+// Handle blocks until Release is closed.
+func (h Blocking) Handle(context.Context, slog.Record) error {
+	<-h.Release
+	return nil
+}
+
+// WithAttrs returns h.
+func (h Blocking) WithAttrs([]slog.Attr) slog.Handler { return h }
+
+// WithGroup returns h.
+func (h Blocking) WithGroup(string) slog.Handler { return h }
