@@ -1,0 +1,158 @@
+package dlock_test
+
+// Close and Unlock against a real redis-server: what they leave behind when
+// the store is slow, a call is in flight, or the caller's context is done.
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/dlockio/dlock"
+	"github.com/dlockio/dlock/internal/redistest"
+	"github.com/dlockio/dlock/redisdriver"
+	"github.com/redis/go-redis/v9"
+)
+
+// newProxiedLocker returns a Client whose go-redis client reaches srv
+// through a fault-injecting proxy; the go-redis client is returned so the
+// test can close it after the Client, as an application does.
+func newProxiedLocker(t *testing.T, srv *redistest.Server) (*dlock.Client, *redis.Client, *redistest.Proxy) {
+	t.Helper()
+	proxy := redistest.NewProxy(t, srv.Addr())
+	rdb := redistest.NewClient(t, proxy.Addr())
+	drv, err := redisdriver.New(rdb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := dlock.New(drv, dlock.WithLogger(quietLogger()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c, rdb, proxy
+}
+
+// Close must end leases at once, not after a renewal in flight against a
+// slow store has returned: until then a rival may already hold the lock.
+func TestCloseEndsLeasesWhileARenewalIsStuck(t *testing.T) {
+	srv := redistest.Start(t)
+	c, _, proxy := newProxiedLocker(t, srv)
+	const ttl = 900 * time.Millisecond
+	l, err := c.TryLock(ctxTimeout(t, 5*time.Second), "stuck", dlock.WithTTL(ttl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy.SetLatency(time.Hour)
+	time.Sleep(ttl/3 + 50*time.Millisecond) // let the renewal at TTL/3 go out and hang
+	start := time.Now()
+	go func() { _ = c.Close() }()
+	for l.Err() == nil {
+		if time.Since(start) > ttl/3 {
+			t.Fatalf("lease still held %v after Close began, with a renewal stuck", time.Since(start))
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if !errors.Is(l.Err(), dlock.ErrClosed) {
+		t.Fatalf("Err() = %v, want ErrClosed", l.Err())
+	}
+	proxy.SetLatency(0)
+}
+
+// An acquisition in flight when Close is called, then the application
+// closes its go-redis client: the key must not stay held by nobody.
+func TestCloseLeavesNoOrphanedAcquisition(t *testing.T) {
+	srv := redistest.Start(t)
+	c, rdb, proxy := newProxiedLocker(t, srv)
+	if _, err := c.TryLock(ctxTimeout(t, 5*time.Second), "warm", dlock.WithTTL(time.Minute)); err != nil {
+		t.Fatal(err) // warms the connection and the script cache
+	}
+	proxy.SetLatency(300 * time.Millisecond)
+	locked := make(chan error, 1)
+	go func() {
+		_, err := c.Lock(context.Background(), "orphan", dlock.WithTTL(time.Minute))
+		locked <- err
+	}()
+	time.Sleep(100 * time.Millisecond) // the acquire request is on its way
+	_ = c.Close()
+	_ = rdb.Close()
+	if err := <-locked; !errors.Is(err, dlock.ErrClosed) {
+		t.Fatalf("Lock = %v, want ErrClosed", err)
+	}
+	direct := srv.Client(t)
+	if isHeld(t, direct, "orphan") {
+		t.Fatalf("the key is held by nobody after Close (PTTL %v)", direct.PTTL(context.Background(), lockKey("orphan")).Val())
+	}
+}
+
+// Unlock with a context that is already done ends the lease and still
+// frees the key, instead of leaving it held for its TTL.
+func TestUnlockWithDoneContextStillFreesTheKey(t *testing.T) {
+	srv := redistest.Start(t)
+	c := newLocker(t, srv.Addr())
+	l, err := c.TryLock(ctxTimeout(t, 5*time.Second), "deferred", dlock.WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reqCtx, cancel := context.WithCancel(context.Background())
+	cancel() // the request finished before the deferred Unlock ran
+	if err := l.Unlock(reqCtx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Unlock = %v, want context.Canceled", err)
+	}
+	direct := srv.Client(t)
+	deadline := time.Now().Add(5 * time.Second)
+	for isHeld(t, direct, "deferred") {
+		if time.Now().After(deadline) {
+			t.Fatal("key still held 5s after Unlock with a cancelled context")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// Close with many leases releases them in batches, not one goroutine each.
+func TestCloseWithManyLeasesIsBatched(t *testing.T) {
+	srv := redistest.Start(t)
+	c := newLocker(t, srv.Addr())
+	const n = 5000
+	ctx := ctxTimeout(t, time.Minute)
+	for i := range n {
+		if _, err := c.TryLock(ctx, "many-"+strconv.Itoa(i), dlock.WithTTL(time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := runtime.NumGoroutine()
+	var peak atomic.Int64
+	stop := make(chan struct{})
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		for {
+			peak.Store(max(peak.Load(), int64(runtime.NumGoroutine())))
+			select {
+			case <-stop:
+				return
+			default:
+				runtime.Gosched()
+			}
+		}
+	}()
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	close(stop)
+	<-sampled
+	if p := peak.Load(); p > int64(before)+20 {
+		t.Fatalf("Close with %d leases peaked at %d goroutines (%d before)", n, p, before)
+	}
+	if keys := srv.Client(t).DBSize(ctx).Val(); keys != 0 {
+		// Released locks become ':last' values; only those may remain.
+		left, _ := srv.Client(t).Keys(ctx, "dlock:{many-*}").Result()
+		if len(left) > 0 {
+			t.Fatalf("%d lock keys left after Close, e.g. %v", len(left), left[0])
+		}
+	}
+}
