@@ -297,7 +297,15 @@ func (h *naiveHeld) token() uint64 { return 0 }
 func (h *naiveHeld) order() uint64 { return h.ord }
 func (h *naiveHeld) valid() bool   { return true }
 
+// naiveGap is the naive lock's window between SETNX and EXPIRE: whatever
+// its code does in between (a log line, a metric, a GC pause). The kill
+// scenario kills the holder the moment it reports its SETNX; without a gap
+// the EXPIRE, already on its way, would usually win that race and the
+// canary would show nothing.
+const naiveGap = 50 * time.Millisecond
+
 func (h *naiveHeld) settle(ctx context.Context) {
+	time.Sleep(naiveGap)
 	_ = h.n.rdb.PExpire(ctx, naiveKey, h.n.ttl).Err() // as naive code does: errors ignored
 }
 
