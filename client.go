@@ -61,16 +61,16 @@ func New(drv driver.Driver, opts ...Option) (*Client, error) {
 			return nil, err
 		}
 	}
-	caps := drv.Capabilities()
-	if cfg.ttl < caps.MinTTL {
-		return nil, fmt.Errorf("%w: default TTL %v is below the driver's minimum %v", ErrInvalidTTL, cfg.ttl, caps.MinTTL)
-	}
 	e, err := engine.New(engine.Config{Driver: drv, Logger: cfg.logger, RetryDelay: cfg.retryDelay, Now: cfg.now})
 	if err != nil {
 		return nil, err
 	}
+	if cfg.ttl < e.MinTTL() {
+		_ = e.Close()
+		return nil, fmt.Errorf("%w: default TTL %v is below the minimum %v", ErrInvalidTTL, cfg.ttl, e.MinTTL())
+	}
 	host, _ := os.Hostname()
-	return &Client{drv: drv, caps: caps, e: e, cfg: cfg, host: host, pid: os.Getpid()}, nil
+	return &Client{drv: drv, caps: e.Capabilities(), e: e, cfg: cfg, host: host, pid: os.Getpid()}, nil
 }
 
 // TryLock makes one attempt to acquire key. It returns ErrNotAcquired when
@@ -121,8 +121,8 @@ func (c *Client) prepare(ctx context.Context, key string, opts []LockOption) (dr
 			return driver.AcquireRequest{}, lc, err
 		}
 	}
-	if lc.ttl < c.caps.MinTTL {
-		return driver.AcquireRequest{}, lc, fmt.Errorf("%w: %v is below the driver's minimum %v", ErrInvalidTTL, lc.ttl, c.caps.MinTTL)
+	if lc.ttl < c.e.MinTTL() {
+		return driver.AcquireRequest{}, lc, fmt.Errorf("%w: %v is below the minimum %v", ErrInvalidTTL, lc.ttl, c.e.MinTTL())
 	}
 	// Round up to the store's unit, so that the TTL the store applies is
 	// exactly the one the validity deadline assumes.

@@ -106,6 +106,19 @@ func (e *Engine) Drift(ttl time.Duration) time.Duration {
 	return ttl/100 + e.caps.ExpiryMargin + timerSlack
 }
 
+// MinTTL is the shortest TTL a lease may have: the driver's minimum, and
+// at least long enough that the drift margin leaves half of it valid (a
+// shorter lease would be over before most round trips return).
+func (e *Engine) MinTTL() time.Duration {
+	fixed := e.caps.ExpiryMargin + timerSlack
+	// ttl - ttl/100 - fixed >= ttl/2  ⇔  ttl >= fixed * 100/49
+	m := max(e.caps.MinTTL, fixed*100/49+1)
+	if r := m % e.caps.TTLUnit; r != 0 {
+		m += e.caps.TTLUnit - r
+	}
+	return m
+}
+
 // validity is how long a lease may be believed held after its acquire or
 // renew request was sent. The store cannot expire the key earlier: its
 // countdown starts when the request arrives, after it was sent.

@@ -18,3 +18,18 @@ func TestNewRefusesBadConfig(t *testing.T) {
 		t.Errorf("MaxBatch 0: %v, want driver.ErrInvalid", err)
 	}
 }
+
+// The shortest TTL leaves at least half of it valid after the drift margin.
+func TestMinTTLLeavesHalfValid(t *testing.T) {
+	for _, caps := range []driver.Capabilities{
+		memdriver.DefaultCapabilities(),
+		{TTLUnit: time.Millisecond, MinTTL: 20 * time.Millisecond, ExpiryMargin: 2 * time.Millisecond, MaxBatch: 1},
+		{TTLUnit: time.Second, MinTTL: time.Second, MaxBatch: 1},
+	} {
+		e := newTestEngine(t, memdriver.New(memdriver.WithCapabilities(caps)))
+		m := e.MinTTL()
+		if m < caps.MinTTL || m%caps.TTLUnit != 0 || e.validity(m) < m/2 || e.validity(m-caps.TTLUnit) >= (m-caps.TTLUnit)/2 && m > caps.MinTTL {
+			t.Errorf("caps %+v: MinTTL %v (validity %v)", caps, m, e.validity(m))
+		}
+	}
+}
