@@ -116,8 +116,8 @@ func TestInvalidInput(t *testing.T) {
 	if _, err := dlock.New(nil); !errors.Is(err, dlock.ErrInvalidArgument) {
 		t.Errorf("nil driver: %v", err)
 	}
-	if _, err := redisdriver.New(nil); err == nil {
-		t.Error("nil redis client accepted")
+	if _, err := redisdriver.New(nil); !errors.Is(err, dlock.ErrInvalidArgument) {
+		t.Errorf("nil redis client: %v, want dlock.ErrInvalidArgument", err)
 	}
 	if _, err := dlock.New(mustDriver(t, srv), dlock.WithDefaultTTL(0)); !errors.Is(err, dlock.ErrInvalidTTL) {
 		t.Errorf("zero default ttl: %v", err)
