@@ -157,10 +157,13 @@ func (e *Engine) Close() error {
 	var err error
 	e.closeOnce.Do(func() {
 		close(e.closed)
-		for _, h := range e.renewer.stop() {
+		held := e.renewer.stop()
+		reqs := make([]driver.ReleaseRequest, len(held))
+		for i, h := range held {
 			h.end(ErrClosed)
-			e.releaser.add(h.key, h.id)
+			reqs[i] = driver.ReleaseRequest{Key: h.key, ID: h.id}
 		}
+		e.releaser.addAll(reqs)
 		e.cancel()
 		e.opMu.Lock()
 		e.opStopped = true

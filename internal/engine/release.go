@@ -45,7 +45,8 @@ func newReleaser(e *Engine) *releaser {
 	return r
 }
 
-// add queues a release; it never blocks.
+// add queues a release; it never blocks. Beyond maxQueuedReleases the
+// oldest are dropped.
 func (r *releaser) add(key, id string) {
 	r.mu.Lock()
 	if len(r.queue) >= maxQueuedReleases {
@@ -54,6 +55,19 @@ func (r *releaser) add(key, id string) {
 	}
 	r.queue = append(r.queue, driver.ReleaseRequest{Key: key, ID: id})
 	r.mu.Unlock()
+	r.signal()
+}
+
+// addAll queues releases without the bound: Close's leases, which are
+// already in memory, however many there are.
+func (r *releaser) addAll(reqs []driver.ReleaseRequest) {
+	r.mu.Lock()
+	r.queue = append(r.queue, reqs...)
+	r.mu.Unlock()
+	r.signal()
+}
+
+func (r *releaser) signal() {
 	select {
 	case r.kick <- struct{}{}:
 	default:
@@ -74,10 +88,7 @@ func (r *releaser) close() {
 	r.closing = true
 	r.drainBy = r.e.now().Add(closeDrainTimeout)
 	r.mu.Unlock()
-	select {
-	case r.kick <- struct{}{}:
-	default:
-	}
+	r.signal()
 	<-r.done
 }
 
