@@ -156,3 +156,28 @@ func TestCloseWithManyLeasesIsBatched(t *testing.T) {
 		}
 	}
 }
+
+// Unlock(nil) is bad input: a typed error, and still no lock left held.
+func TestUnlockWithNilContext(t *testing.T) {
+	srv := redistest.Start(t)
+	c := newLocker(t, srv.Addr())
+	l, err := c.TryLock(ctxTimeout(t, 5*time.Second), "nilctx", dlock.WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	//lint:ignore SA1012 a nil context is the bad input under test
+	if err := l.Unlock(nil); !errors.Is(err, dlock.ErrInvalidArgument) {
+		t.Fatalf("Unlock(nil) = %v, want ErrInvalidArgument", err)
+	}
+	if !errors.Is(l.Err(), dlock.ErrReleased) {
+		t.Fatalf("Err() = %v after Unlock(nil), want ErrReleased", l.Err())
+	}
+	direct := srv.Client(t)
+	deadline := time.Now().Add(5 * time.Second)
+	for isHeld(t, direct, "nilctx") {
+		if time.Now().After(deadline) {
+			t.Fatal("key still held 5s after Unlock(nil)")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

@@ -2,6 +2,7 @@ package dlock
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/dlockio/dlock/internal/engine"
@@ -77,9 +78,15 @@ func (l *Lease) Err() error { return l.h.Err() }
 // time, so the lock does not stay held for its TTL. Once Unlock has
 // returned nil or ErrNotHeld, further calls return the same answer without
 // a round trip.
+//
+// A nil ctx is an error (matching ErrInvalidArgument); the lease still ends
+// and its release is made in the background, so the bad call leaks nothing.
 func (l *Lease) Unlock(ctx context.Context) error {
 	if ctx == nil {
-		ctx = context.Background()
+		done, cancel := context.WithCancel(context.Background())
+		cancel()
+		_ = l.c.e.Release(done, l.h)
+		return fmt.Errorf("%w: nil context (released in the background)", ErrInvalidArgument)
 	}
 	return l.c.e.Release(ctx, l.h)
 }
