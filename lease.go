@@ -2,7 +2,6 @@ package dlock
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/dlockio/dlock/internal/engine"
@@ -79,14 +78,7 @@ func (l *Lease) Err() error { return l.h.Err() }
 // returned nil or ErrNotHeld, further calls return the same answer without
 // a round trip.
 //
-// A nil ctx is an error (matching ErrInvalidArgument); the lease still ends
-// and its release is made in the background, so the bad call leaks nothing.
-func (l *Lease) Unlock(ctx context.Context) error {
-	if ctx == nil {
-		done, cancel := context.WithCancel(context.Background())
-		cancel()
-		_ = l.c.e.Release(done, l.h)
-		return fmt.Errorf("%w: nil context (released in the background)", ErrInvalidArgument)
-	}
-	return l.c.e.Release(ctx, l.h)
-}
+// A nil ctx is an error (matching ErrInvalidArgument) unless an earlier
+// call already gave the answer; the lease still ends and its release is
+// made in the background, so the bad call leaks nothing.
+func (l *Lease) Unlock(ctx context.Context) error { return l.c.e.Release(ctx, l.h) }

@@ -108,6 +108,13 @@ func TestContextHonouredWithoutContextTimeoutEnabled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A lock someone else holds: Lock on it waits, and subscribes to its
+	// release notifications on a new connection through the slow proxy.
+	busy, err := newLocker(t, srv.Addr()).TryLock(ctxTimeout(t, 5*time.Second), "busy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Unlock(context.Background())
 
 	proxy.SetLatency(2 * time.Second)
 	bounded := func(what string, f func(ctx context.Context) error) {
@@ -124,6 +131,7 @@ func TestContextHonouredWithoutContextTimeoutEnabled(t *testing.T) {
 		}
 	}
 	bounded("Lock", func(ctx context.Context) error { _, err := c.Lock(ctx, "slow"); return err })
+	bounded("Lock on a busy key", func(ctx context.Context) error { _, err := c.Lock(ctx, "busy"); return err })
 	bounded("Unlock", func(ctx context.Context) error { return l.Unlock(ctx) })
 
 	proxy.SetLatency(0)
@@ -170,5 +178,37 @@ func TestBlockingLoggerDoesNotFreezeExpiry(t *testing.T) {
 	case <-second.Done():
 	case <-time.After(10 * ttl):
 		t.Fatalf("Done still open %v after the rival took the lock", 10*ttl)
+	}
+}
+
+// Lock on a busy key through a slow store: the first attempt answers busy
+// within the context, then the subscription to release notifications is
+// slow too. Lock must still return at ctx's end, not after the
+// subscription and another attempt.
+func TestLockOnBusyKeyHonoursContextWhileSubscribing(t *testing.T) {
+	srv := redistest.Start(t)
+	proxy := redistest.NewProxy(t, srv.Addr())
+	c := newLocker(t, proxy.Addr())
+	busy, err := newLocker(t, srv.Addr()).TryLock(ctxTimeout(t, 5*time.Second), "busy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Unlock(context.Background())
+	if _, err := c.TryLock(ctxTimeout(t, 5*time.Second), "busy"); !errors.Is(err, dlock.ErrNotAcquired) {
+		t.Fatalf("warm-up TryLock = %v, want ErrNotAcquired", err) // warms the connection and script cache
+	}
+	const latency, budget = time.Second, 2 * time.Second
+	proxy.SetLatency(latency)
+	defer proxy.SetLatency(0)
+	ctx, cancel := context.WithTimeout(context.Background(), budget)
+	defer cancel()
+	start := time.Now()
+	_, err = c.Lock(ctx, "busy")
+	took := time.Since(start)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Lock = %v, want context.DeadlineExceeded", err)
+	}
+	if took > budget+latency/2 {
+		t.Fatalf("Lock with a %v context took %v", budget, took)
 	}
 }

@@ -32,9 +32,10 @@ const dialerRetries = 1
 // credentials of their own (the userinfo authenticates to the master).
 //
 // The client honours context deadlines (ContextTimeoutEnabled) and dials
-// once per attempt, so a refused connection fails a call in tens of
-// milliseconds (a Sentinel deployment, which asks each Sentinel in turn, in
-// under a second) rather than seconds. Errors match driver.ErrInvalid and do not show the
+// once per attempt, so a refused connection fails a call in about a tenth
+// of a second (go-redis still retries the command a few times; a Sentinel
+// deployment, which asks each Sentinel in turn, in under a second) rather
+// than seconds. Errors match driver.ErrInvalid and do not show the
 // password. The caller closes the client (Open makes a driver that does).
 func ParseURL(rawURL string) (redis.UniversalClient, error) {
 	scheme, rest, ok := strings.Cut(rawURL, "://")
@@ -56,6 +57,12 @@ func ParseURL(rawURL string) (redis.UniversalClient, error) {
 		err = fmt.Errorf("unsupported scheme %q", scheme)
 	}
 	if err != nil {
+		if strings.Contains(rest, "@") {
+			// Parse errors quote pieces of the URL (url.Parse quotes all
+			// of it; a bad port is often part of a password with an
+			// unescaped '/', '?' or '#'): say what to check instead.
+			err = errors.New("malformed (check hosts and ports, and percent-encode special characters in the password)")
+		}
 		return nil, fmt.Errorf("%w: redis URL %q: %v", driver.ErrInvalid, RedactURL(rawURL), err)
 	}
 	return c, nil
@@ -66,9 +73,27 @@ func standaloneClient(rawURL string) (redis.UniversalClient, error) {
 	if err != nil {
 		return nil, err
 	}
+	if o.Network != "unix" {
+		if err := checkHostPort(o.Addr); err != nil {
+			return nil, err
+		}
+	}
 	o.ContextTimeoutEnabled = true
 	o.DialerRetries = dialerRetries
 	return redis.NewClient(o), nil
+}
+
+// checkHostPort refuses an address whose port is not 1 to 65535: go-redis
+// would only find out when dialling, as if the server were down.
+func checkHostPort(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return err
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return fmt.Errorf("bad port %q", port)
+	}
+	return nil
 }
 
 // hostList is "userinfo@h1,h2/path?query" taken apart.
@@ -194,14 +219,18 @@ func RedactURL(raw string) string {
 	if !ok {
 		return raw
 	}
-	end := strings.IndexAny(rest, "/?#")
-	if end < 0 {
-		end = len(rest)
-	}
-	at := strings.LastIndexByte(rest[:end], '@')
-	if at < 0 {
+	// The userinfo ends at the last '@' before the query or fragment that
+	// follows the first '@': a password with an unescaped '/', '?', '#' or
+	// '@' is still masked whole, and an '@' in the query is left alone.
+	first := strings.IndexByte(rest, '@')
+	if first < 0 {
 		return raw
 	}
+	end := len(rest)
+	if q := strings.IndexAny(rest[first:], "?#"); q >= 0 {
+		end = first + q
+	}
+	at := strings.LastIndexByte(rest[:end], '@')
 	user, _, hasPass := strings.Cut(rest[:at], ":")
 	if !hasPass {
 		return raw

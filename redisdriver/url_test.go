@@ -79,12 +79,16 @@ func TestParseURLErrors(t *testing.T) {
 		"redis+sentinel://s1:26379", "redis+sentinel://s1:26379/", "redis+sentinel://s1,,s2/m",
 		"redis+sentinel://s1:0/m", "redis+sentinel://:pw@s1:99999/m", "redis+sentinel://s1/m/x",
 		"redis+cluster://n1/3", "redis+cluster://:pw@n1?bogus_option=1",
+		"redis://127.0.0.1:99999/0", "redis://127.0.0.1:0",
+		// Unescaped '/', '?' or '#' in a password: the parse errors quote it.
+		"redis://u:pw/sek@127.0.0.1:1/0", "redis://u:pw?sek@127.0.0.1/0", "redis://u:pw#sek@h/0",
+		"redis+sentinel://u:pw/sek@s1/m", "redis+cluster://u:pw/sek@n1",
 	} {
 		_, err := ParseURL(raw)
 		if !errors.Is(err, driver.ErrInvalid) {
 			t.Errorf("ParseURL(%q) = %v, want ErrInvalid", raw, err)
 		}
-		if err != nil && strings.Contains(err.Error(), ":pw@") {
+		if err != nil && (strings.Contains(err.Error(), ":pw@") || strings.Contains(err.Error(), "sek")) {
 			t.Errorf("ParseURL(%q): the error shows the password: %v", raw, err)
 		}
 	}
@@ -96,6 +100,8 @@ func TestRedactURL(t *testing.T) {
 		"redis://u:pw@h/0?x=@":          "redis://u:xxxxx@h/0?x=@",
 		"redis://u@h":                   "redis://u@h",
 		"redis+sentinel://:a@b@s1,s2/m": "redis+sentinel://:xxxxx@s1,s2/m",
+		"redis://u:sek/rit@h:1/0":       "redis://u:xxxxx@h:1/0",
+		"redis://u:se?k#r@h/0?x=1":      "redis://u:xxxxx@h/0?x=1",
 		"":                              "",
 	} {
 		if got := RedactURL(raw); got != want {

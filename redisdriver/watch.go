@@ -101,8 +101,15 @@ func (w *watcher) Add(ctx context.Context, key string) error {
 	timer := time.NewTimer(confirmTimeout)
 	defer timer.Stop()
 	// Writes do not stop at the caller's cancellation: a write cut short
-	// costs a reconnect. They stop when Add gives up.
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), confirmTimeout)
+	// costs a reconnect. They stop when Add gives up: at confirmTimeout, or
+	// at the caller's deadline, which a client with ContextTimeoutEnabled
+	// applies to the connection (dlock calls Add on a goroutine it can
+	// abandon, so the caller returns at its deadline in any case).
+	giveUp := time.Now().Add(confirmTimeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(giveUp) {
+		giveUp = d
+	}
+	wctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), giveUp)
 	defer cancel()
 	var lastErr error
 	for {

@@ -185,7 +185,13 @@ func (e *Engine) Close() error {
 // error matching ctx.Err() when ctx ended first (the release then happens
 // in the background, bounded in time). A definitive answer (nil or
 // ErrNotHeld) is remembered and returned again without a round trip.
+//
+// A nil ctx is an invalid argument: the hold still ends and is released in
+// the background (unless an earlier call already gave the answer).
 func (e *Engine) Release(ctx context.Context, h *Hold) error {
+	// Err ends the hold as lost if its deadline has passed, even when the
+	// renewal loop has not got to it yet.
+	_ = h.Err()
 	h.mu.Lock()
 	if h.unlockDone {
 		err := h.unlockErr
@@ -200,6 +206,10 @@ func (e *Engine) Release(ctx context.Context, h *Hold) error {
 
 	e.renewer.remove(h)
 	h.end(ErrReleased)
+	if ctx == nil {
+		e.releaser.add(h.key, h.id)
+		return fmt.Errorf("%w: unlock %q: nil context (released in the background)", driver.ErrInvalid, h.key)
+	}
 	if ctx.Err() != nil {
 		e.releaser.add(h.key, h.id)
 		return ctxError("unlock", h.key, ctx.Err())

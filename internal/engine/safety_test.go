@@ -333,3 +333,92 @@ func (d *expiringNow) Acquire(ctx context.Context, r driver.AcquireRequest) (dri
 }
 
 func keyN(i int) string { return "k" + strconv.Itoa(i) }
+
+// Release right after the deadline, before the renewal loop has noticed,
+// answers ErrNotHeld: the holder stopped holding the lock at the deadline.
+func TestReleasePastDeadlineIsNotHeld(t *testing.T) {
+	clk := newFakeClock()
+	e := newTestEngine(t, nil, func(c *Config) { c.Now = clk.now })
+	h, err := e.TryAcquire(context.Background(), req("k", time.Minute), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk.advance(time.Minute - e.Drift(time.Minute))
+	if err := e.Release(context.Background(), h); !errors.Is(err, ErrNotHeld) {
+		t.Fatalf("Release at the deadline = %v, want ErrNotHeld", err)
+	}
+	if !errors.Is(h.Err(), ErrLost) {
+		t.Fatalf("Err() = %v, want ErrLost", h.Err())
+	}
+}
+
+// A nil context is bad input, but not after the answer is known.
+func TestReleaseWithNilContext(t *testing.T) {
+	drv := memdriver.New()
+	e := newTestEngine(t, drv)
+	ctx := context.Background()
+	h, err := e.TryAcquire(ctx, req("k", time.Minute), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	//lint:ignore SA1012 a nil context is the bad input under test
+	if err := e.Release(nil, h); !errors.Is(err, driver.ErrInvalid) {
+		t.Fatalf("Release(nil) = %v, want ErrInvalid", err)
+	}
+	eventually(t, 5*time.Second, "key freed in the background", func() bool { return !held(t, drv, "k") })
+	h2, err := e.TryAcquire(ctx, req("k2", time.Minute), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Release(ctx, h2); err != nil {
+		t.Fatal(err)
+	}
+	//lint:ignore SA1012 a nil context is the bad input under test
+	if err := e.Release(nil, h2); err != nil {
+		t.Fatalf("Release(nil) after a successful release = %v, want the same answer (nil)", err)
+	}
+}
+
+// stuckWatch is a driver whose release subscriptions never complete and
+// ignore their context, like a pub/sub connection on a stalled store.
+type stuckWatch struct {
+	stubborn
+	open chan struct{}
+}
+
+func (d stuckWatch) Watch(f func(string)) (driver.Watcher, error) {
+	w, err := d.stubborn.Watch(f)
+	return stuckWatcher{w, d.open}, err
+}
+
+type stuckWatcher struct {
+	driver.Watcher
+	open chan struct{}
+}
+
+func (w stuckWatcher) Add(ctx context.Context, key string) error {
+	<-w.open
+	return w.Watcher.Add(ctx, key)
+}
+
+// Lock on a busy key must return at ctx's end even while its subscription
+// to release notifications is stuck.
+func TestWaitHonoursContextWhileSubscribing(t *testing.T) {
+	mem := memdriver.New()
+	open := make(chan struct{})
+	e := newTestEngine(t, stuckWatch{stubborn{mem}, open})
+	defer close(open) // before Close, which waits for the abandoned Add
+	if _, err := e.TryAcquire(context.Background(), req("k", time.Minute), true); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := e.Acquire(ctx, req("k", time.Minute), true)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Acquire = %v, want context.DeadlineExceeded", err)
+	}
+	if took := time.Since(start); took > 2*time.Second {
+		t.Fatalf("Acquire with a 100ms context took %v", took)
+	}
+}

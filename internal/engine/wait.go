@@ -29,6 +29,7 @@ type waitRegistry struct {
 	// under contention) skips a subscribe round trip. At most maxIdleWatches.
 	idle   []string
 	closed bool
+	bg     sync.WaitGroup // Removes in flight; Add under mu while !closed
 }
 
 // maxIdleWatches bounds the subscriptions kept for keys without waiters.
@@ -118,7 +119,11 @@ func (r *waitRegistry) join(ctx context.Context, key string) (*waiter, error) {
 	watcher, err := r.watcherLocked()
 	r.mu.Unlock()
 	if err == nil {
-		err = watcher.Add(ctx, key)
+		// Through Call, so that a driver whose subscription is stuck on a
+		// slow store cannot hold Lock past ctx.
+		_, err = Call(r.e, ctx, func(ctx context.Context) (struct{}, error) {
+			return struct{}{}, watcher.Add(ctx, key)
+		})
 	}
 	if err == nil {
 		r.mu.Lock()
@@ -198,12 +203,18 @@ func (r *waitRegistry) leave(key string, w *waiter) {
 	}
 	watcher := r.watcher
 	closed := r.closed
-	r.mu.Unlock()
 	if drop != "" && watcher != nil && !closed {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = watcher.Remove(ctx, drop) // a stale subscription only costs messages
+		// Off the caller's path: leave runs as Lock returns, and a Remove
+		// may wait behind a subscription stuck on a slow store.
+		r.bg.Add(1)
+		go func() {
+			defer r.bg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = watcher.Remove(ctx, drop) // a stale subscription only costs messages
+		}()
 	}
+	r.mu.Unlock()
 }
 
 // notify is called by the driver for every release of a followed key.
@@ -227,8 +238,10 @@ func (r *waitRegistry) close() error {
 	r.closed = true
 	watcher := r.watcher
 	r.mu.Unlock()
+	var err error
 	if watcher != nil {
-		return watcher.Close()
+		err = watcher.Close()
 	}
-	return nil
+	r.bg.Wait()
+	return err
 }
