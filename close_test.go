@@ -6,15 +6,13 @@ package dlock_test
 import (
 	"context"
 	"errors"
-	"runtime"
 	"strconv"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/dlockio/dlock"
 	"github.com/dlockio/dlock/internal/redistest"
-	"github.com/dlockio/dlock/redisdriver"
+	"github.com/dlockio/dlock/internal/testutil"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -25,16 +23,7 @@ func newProxiedLocker(t *testing.T, srv *redistest.Server) (*dlock.Client, *redi
 	t.Helper()
 	proxy := redistest.NewProxy(t, srv.Addr())
 	rdb := redistest.NewClient(t, proxy.Addr())
-	drv, err := redisdriver.New(rdb)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := dlock.New(drv, dlock.WithLogger(quietLogger()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	return c, rdb, proxy
+	return newLockerOn(t, rdb, nil), rdb, proxy
 }
 
 // Close must end leases at once, not after a renewal in flight against a
@@ -103,14 +92,7 @@ func TestUnlockWithDoneContextStillFreesTheKey(t *testing.T) {
 	if err := l.Unlock(reqCtx); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Unlock = %v, want context.Canceled", err)
 	}
-	direct := srv.Client(t)
-	deadline := time.Now().Add(5 * time.Second)
-	for isHeld(t, direct, "deferred") {
-		if time.Now().After(deadline) {
-			t.Fatal("key still held 5s after Unlock with a cancelled context")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitFreed(t, srv.Client(t), 5*time.Second, "deferred")
 }
 
 // Close with many leases releases them in batches, not one goroutine each.
@@ -124,29 +106,13 @@ func TestCloseWithManyLeasesIsBatched(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	before := runtime.NumGoroutine()
-	var peak atomic.Int64
-	stop := make(chan struct{})
-	sampled := make(chan struct{})
-	go func() {
-		defer close(sampled)
-		for {
-			peak.Store(max(peak.Load(), int64(runtime.NumGoroutine())))
-			select {
-			case <-stop:
-				return
-			default:
-				runtime.Gosched()
-			}
-		}
-	}()
-	if err := c.Close(); err != nil {
-		t.Fatal(err)
+	var closeErr error
+	before, peak := testutil.PeakGoroutines(func() { closeErr = c.Close() })
+	if closeErr != nil {
+		t.Fatal(closeErr)
 	}
-	close(stop)
-	<-sampled
-	if p := peak.Load(); p > int64(before)+20 {
-		t.Fatalf("Close with %d leases peaked at %d goroutines (%d before)", n, p, before)
+	if peak > before+20 {
+		t.Fatalf("Close with %d leases peaked at %d goroutines (%d before)", n, peak, before)
 	}
 	if keys := srv.Client(t).DBSize(ctx).Val(); keys != 0 {
 		// Released locks become ':last' values; only those may remain.
@@ -172,12 +138,5 @@ func TestUnlockWithNilContext(t *testing.T) {
 	if !errors.Is(l.Err(), dlock.ErrReleased) {
 		t.Fatalf("Err() = %v after Unlock(nil), want ErrReleased", l.Err())
 	}
-	direct := srv.Client(t)
-	deadline := time.Now().Add(5 * time.Second)
-	for isHeld(t, direct, "nilctx") {
-		if time.Now().After(deadline) {
-			t.Fatal("key still held 5s after Unlock(nil)")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitFreed(t, srv.Client(t), 5*time.Second, "nilctx")
 }

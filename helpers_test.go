@@ -69,6 +69,21 @@ func isHeld(t testing.TB, rdb *redis.Client, name string) bool {
 	return v != ""
 }
 
+// waitFreed fails the test if any of the named locks is still held in the
+// store after d.
+func waitFreed(t testing.TB, rdb *redis.Client, d time.Duration, names ...string) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for _, name := range names {
+		for isHeld(t, rdb, name) {
+			if time.Now().After(deadline) {
+				t.Fatalf("lock %q still held after %v", name, d)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+}
+
 // waitDone fails the test if the lease has not ended within d.
 func waitDone(t testing.TB, l *dlock.Lease, d time.Duration) {
 	t.Helper()

@@ -14,8 +14,7 @@ import (
 
 	"github.com/dlockio/dlock"
 	"github.com/dlockio/dlock/internal/redistest"
-	"github.com/dlockio/dlock/internal/slogtest"
-	"github.com/dlockio/dlock/redisdriver"
+	"github.com/dlockio/dlock/internal/testutil"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -92,17 +91,7 @@ func TestHandOverNeverOverlapsReportedHolds(t *testing.T) {
 func TestContextHonouredWithoutContextTimeoutEnabled(t *testing.T) {
 	srv := redistest.Start(t)
 	proxy := redistest.NewProxy(t, srv.Addr())
-	rdb := redis.NewClient(&redis.Options{Addr: proxy.Addr()})
-	t.Cleanup(func() { _ = rdb.Close() })
-	drv, err := redisdriver.New(rdb)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := dlock.New(drv, dlock.WithLogger(quietLogger()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
+	c := newLockerOn(t, redis.NewClient(&redis.Options{Addr: proxy.Addr()}), nil)
 	// Warm the connection, then hold a lease to unlock later.
 	l, err := c.TryLock(ctxTimeout(t, 5*time.Second), "held")
 	if err != nil {
@@ -135,15 +124,7 @@ func TestContextHonouredWithoutContextTimeoutEnabled(t *testing.T) {
 	bounded("Unlock", func(ctx context.Context) error { return l.Unlock(ctx) })
 
 	proxy.SetLatency(0)
-	direct := srv.Client(t)
-	deadline := time.Now().Add(15 * time.Second)
-	for isHeld(t, direct, "slow") || isHeld(t, direct, "held") {
-		if time.Now().After(deadline) {
-			t.Fatalf("keys still held 15s after the calls were abandoned (slow: %v, held: %v)",
-				isHeld(t, direct, "slow"), isHeld(t, direct, "held"))
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitFreed(t, srv.Client(t), 15*time.Second, "slow", "held")
 }
 
 // A log handler that blocks must not freeze expiry. The first lost lease
@@ -151,7 +132,7 @@ func TestContextHonouredWithoutContextTimeoutEnabled(t *testing.T) {
 // still end at its deadline, before a rival can take the lock.
 func TestBlockingLoggerDoesNotFreezeExpiry(t *testing.T) {
 	srv := redistest.Start(t)
-	bh := slogtest.NewBlocking()
+	bh := testutil.NewBlocking()
 	defer close(bh.Release) // before the Clients close: they flush their logs
 	a := newLocker(t, srv.Addr(), dlock.WithLogger(slog.New(bh)))
 	b := newLocker(t, srv.Addr())

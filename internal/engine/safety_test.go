@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/dlockio/dlock/driver"
-	"github.com/dlockio/dlock/internal/slogtest"
+	"github.com/dlockio/dlock/internal/testutil"
 	"github.com/dlockio/dlock/memdriver"
 )
 
@@ -95,7 +95,7 @@ func TestBlockingLoggerDoesNotDelayExpiry(t *testing.T) {
 		}
 		return nil
 	})
-	bh := slogtest.NewBlocking()
+	bh := testutil.NewBlocking()
 	defer close(bh.Release)
 	e := newTestEngine(t, drv, func(c *Config) { c.Logger = slog.New(bh) })
 	const ttl = 150 * time.Millisecond
@@ -248,29 +248,13 @@ func TestBackgroundReleasesAreBatched(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	var peak atomic.Int64
-	stop := make(chan struct{})
-	sampled := make(chan struct{})
-	go func() {
-		defer close(sampled)
-		for {
-			peak.Store(max(peak.Load(), int64(runtime.NumGoroutine())))
-			select {
-			case <-stop:
-				return
-			default:
-				runtime.Gosched()
-			}
-		}
-	}()
-	before := runtime.NumGoroutine()
-	if err := e.Close(); err != nil {
-		t.Fatal(err)
+	var closeErr error
+	before, peak := testutil.PeakGoroutines(func() { closeErr = e.Close() })
+	if closeErr != nil {
+		t.Fatal(closeErr)
 	}
-	close(stop)
-	<-sampled
-	if p := peak.Load(); p > int64(before)+10 {
-		t.Fatalf("Close with %d leases peaked at %d goroutines (%d before)", n, p, before)
+	if peak > before+10 {
+		t.Fatalf("Close with %d leases peaked at %d goroutines (%d before)", n, peak, before)
 	}
 	for i := range n {
 		if held(t, drv, keyN(i)) {

@@ -1,6 +1,6 @@
-// Package slogtest has slog handlers for tests of code that must not
-// depend on its logger.
-package slogtest
+// Package testutil has helpers shared by dlock's test packages: a slog
+// handler that blocks, and a goroutine counter.
+package testutil
 
 import (
 	"context"
