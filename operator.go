@@ -13,47 +13,47 @@ import (
 // dlock CLI. They need a driver that implements driver.Inspector (Redis and
 // the in-memory driver do); otherwise they return ErrUnsupported.
 
-func (c *Client) inspector(op, key string, ctx context.Context) (driver.Inspector, error) {
+// operate runs f on the driver's Inspector for op on key (checked as a lock
+// name when named is set), bounded by ctx like every call, with its error
+// classified.
+func operate[T any](c *Client, ctx context.Context, op, key string, named bool, f func(context.Context, driver.Inspector) (T, error)) (T, error) {
+	var zero T
 	if ctx == nil {
-		return nil, fmt.Errorf("%w: nil context", ErrInvalidArgument)
+		return zero, fmt.Errorf("%w: nil context", ErrInvalidArgument)
 	}
 	insp, ok := c.drv.(driver.Inspector)
 	if !ok {
-		return nil, fmt.Errorf("dlock: %s %q: %w", op, key, ErrUnsupported)
+		return zero, fmt.Errorf("dlock: %s %q: %w", op, key, ErrUnsupported)
 	}
-	return insp, nil
+	if named {
+		if err := c.CheckKey(key); err != nil {
+			return zero, err
+		}
+	}
+	v, err := engine.Call(c.e, ctx, func(ctx context.Context) (T, error) { return f(ctx, insp) })
+	return v, c.classify(ctx, op, key, err)
+}
+
+// found is a lookup's answer with whether there was anything to find.
+type found[T any] struct {
+	v  T
+	ok bool
 }
 
 // Inspect returns the holder of key, or ok=false when the lock is free.
 func (c *Client) Inspect(ctx context.Context, key string) (info LockInfo, ok bool, err error) {
-	insp, err := c.inspector("inspect", key, ctx)
-	if err == nil {
-		err = c.CheckKey(key)
-	}
-	if err != nil {
-		return LockInfo{}, false, err
-	}
-	type result struct {
-		info LockInfo
-		ok   bool
-	}
-	r, err := engine.Call(c.e, ctx, func(ctx context.Context) (result, error) {
+	r, err := operate(c, ctx, "inspect", key, true, func(ctx context.Context, insp driver.Inspector) (found[LockInfo], error) {
 		info, ok, err := insp.Inspect(ctx, key)
-		return result{info, ok}, err
+		return found[LockInfo]{info, ok}, err
 	})
-	return r.info, r.ok, c.classify(ctx, "inspect", key, err)
+	return r.v, r.ok, err
 }
 
 // List returns every held lock whose name starts with prefix.
 func (c *Client) List(ctx context.Context, prefix string) ([]LockInfo, error) {
-	insp, err := c.inspector("list", prefix, ctx)
-	if err != nil {
-		return nil, err
-	}
-	infos, err := engine.Call(c.e, ctx, func(ctx context.Context) ([]LockInfo, error) {
+	return operate(c, ctx, "list", prefix, false, func(ctx context.Context, insp driver.Inspector) ([]LockInfo, error) {
 		return insp.List(ctx, prefix)
 	})
-	return infos, c.classify(ctx, "list", prefix, err)
 }
 
 // ForceRelease frees key whoever holds it and wakes its waiters: the
@@ -62,22 +62,11 @@ func (c *Client) List(ctx context.Context, prefix string) ([]LockInfo, error) {
 // can be told to reject it, or ok=false when the lock was free. The holder
 // learns at its next renewal that the lock is lost.
 func (c *Client) ForceRelease(ctx context.Context, key string) (token uint64, ok bool, err error) {
-	insp, err := c.inspector("force release", key, ctx)
-	if err == nil {
-		err = c.CheckKey(key)
-	}
-	if err != nil {
-		return 0, false, err
-	}
-	type result struct {
-		token uint64
-		ok    bool
-	}
-	r, err := engine.Call(c.e, ctx, func(ctx context.Context) (result, error) {
+	r, err := operate(c, ctx, "force release", key, true, func(ctx context.Context, insp driver.Inspector) (found[uint64], error) {
 		token, ok, err := insp.ForceRelease(ctx, key)
-		return result{token, ok}, err
+		return found[uint64]{token, ok}, err
 	})
-	return r.token, r.ok, c.classify(ctx, "force release", key, err)
+	return r.v, r.ok, err
 }
 
 // classify turns a driver error into dlock's: the caller's ctx error,
