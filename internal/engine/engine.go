@@ -204,6 +204,13 @@ func (e *Engine) Release(ctx context.Context, h *Hold) error {
 	wasLost := errors.Is(h.reason, ErrLost)
 	h.mu.Unlock()
 
+	// The op comes first: a hold is untracked only under an op, so Close
+	// either finds it still tracked (and releases it) or waits for this
+	// call, with the releaser still running for the background paths.
+	if !e.beginOp() {
+		return ErrClosed
+	}
+	defer e.ops.Done()
 	e.renewer.remove(h)
 	h.end(ErrReleased)
 	if ctx == nil {
@@ -214,10 +221,6 @@ func (e *Engine) Release(ctx context.Context, h *Hold) error {
 		e.releaser.add(h.key, h.id)
 		return ctxError("unlock", h.key, ctx.Err())
 	}
-	if !e.beginOp() {
-		return ErrClosed // Close released it
-	}
-	defer e.ops.Done()
 	reqs := []driver.ReleaseRequest{{Key: h.key, ID: h.id}}
 	res, err := call(e, ctx, func(ctx context.Context) ([]driver.ReleaseResult, error) {
 		return e.drv.Release(ctx, reqs)
@@ -227,8 +230,11 @@ func (e *Engine) Release(ctx context.Context, h *Hold) error {
 	}
 	if err != nil {
 		e.releaser.add(h.key, h.id)
-		if ctx.Err() != nil {
+		switch {
+		case ctx.Err() != nil:
 			return ctxError("unlock", h.key, ctx.Err())
+		case e.isClosed():
+			return ErrClosed // Close aborted the call; it sends the queued release
 		}
 		return WrapBackend("unlock", h.key, err)
 	}

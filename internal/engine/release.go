@@ -29,11 +29,12 @@ const (
 type releaser struct {
 	e *Engine
 
-	mu      sync.Mutex
-	queue   []driver.ReleaseRequest
-	dropped int
-	closing bool
-	drainBy time.Time
+	mu        sync.Mutex
+	queue     []driver.ReleaseRequest
+	dropped   int
+	unbounded bool // Close has queued its leases: drop nothing from now on
+	closing   bool
+	drainBy   time.Time
 
 	kick chan struct{}
 	done chan struct{}
@@ -46,10 +47,10 @@ func newReleaser(e *Engine) *releaser {
 }
 
 // add queues a release; it never blocks. Beyond maxQueuedReleases the
-// oldest are dropped.
+// oldest are dropped, until Close (addAll) makes the queue unbounded.
 func (r *releaser) add(key, id string) {
 	r.mu.Lock()
-	if len(r.queue) >= maxQueuedReleases {
+	if len(r.queue) >= maxQueuedReleases && !r.unbounded {
 		r.queue = r.queue[1:]
 		r.dropped++
 	}
@@ -59,9 +60,11 @@ func (r *releaser) add(key, id string) {
 }
 
 // addAll queues releases without the bound: Close's leases, which are
-// already in memory, however many there are.
+// already in memory, however many there are. Later adds (calls that Close
+// aborts) no longer drop anything either, or they could drop these.
 func (r *releaser) addAll(reqs []driver.ReleaseRequest) {
 	r.mu.Lock()
+	r.unbounded = true
 	r.queue = append(r.queue, reqs...)
 	r.mu.Unlock()
 	r.signal()

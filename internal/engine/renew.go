@@ -172,7 +172,9 @@ func (r *renewer) tick(ctx context.Context) time.Duration {
 	for len(r.h) > 0 {
 		h := r.h[0].h
 		st := &h.watch
-		if !now.Before(st.deadline) {
+		// A hold that Err ended at its deadline may still be here if a
+		// renewal answered in between moved the deadline (see apply).
+		if !now.Before(st.deadline) || h.ended.Load() {
 			heap.Pop(&r.h)
 			lost = append(lost, h)
 			continue
@@ -257,7 +259,9 @@ func (r *renewer) apply(res renewal) {
 		}
 		st.inflight = false
 		switch {
-		case !now.Before(st.deadline):
+		case !now.Before(st.deadline) || h.ended.Load():
+			// Ended by Err, which read a later clock than now: never
+			// extend a hold that has reported itself lost.
 			heap.Remove(&r.h, st.index)
 			lost = append(lost, h)
 			continue

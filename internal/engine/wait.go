@@ -73,16 +73,27 @@ func (e *Engine) wait(ctx context.Context, req driver.AcquireRequest, renew bool
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	req.Waiting = true
+	woken := false // this waiter took a release notification it has not used yet
 	for {
 		// Attempt after joining: a release between the first attempt and the
 		// subscription would otherwise go unnoticed for a whole TTL.
 		h, retry, err := e.patientAttempt(ctx, req, renew)
-		if h != nil || err != nil {
-			return h, err
+		if h != nil {
+			return h, nil
 		}
+		if err != nil {
+			if woken {
+				// The turn it was woken for goes to the next waiter (leave
+				// passes a pending wake-up on).
+				w.signal()
+			}
+			return nil, err
+		}
+		woken = false
 		timer.Reset(e.waitFor(retry, req.TTL))
 		select {
 		case <-w.wake:
+			woken = true
 		case <-timer.C:
 		case <-e.closed:
 			return nil, ErrClosed
