@@ -17,6 +17,9 @@ import (
 
 const runUsage = `Usage: dlock run [--ttl D] [--wait D] [--grace D] [--meta TEXT] KEY -- COMMAND [ARGS...]
 
+Flags may come before or after KEY, but all before the "--"; everything
+after the "--" is COMMAND. Without "--", flags must precede KEY.
+
 Acquires the lock KEY, runs COMMAND with DLOCK_KEY and DLOCK_TOKEN (the
 fencing token, decimal) added to its environment, keeps the lock renewed
 while COMMAND runs, and releases it when COMMAND exits.
@@ -51,19 +54,9 @@ func runCommand(ctx context.Context, s *invocation, args []string) error {
 	grace := fs.Duration("grace", runGrace, "after a lost lock, time between SIGTERM and SIGKILL to COMMAND's process group")
 	meta := fs.String("meta", "", "free text stored with the lock for operators (default: the command line)")
 	verbose := fs.Bool("v", false, "log renewal failures to stderr")
-	if err := s.parse(fs, args); err != nil {
+	key, argv, err := s.parseRunArgs(fs, args)
+	if err != nil {
 		return err
-	}
-	rest := fs.Args()
-	if len(rest) == 0 {
-		return usageErrorf("missing KEY (see dlock run --help)")
-	}
-	key, argv := rest[0], rest[1:]
-	if len(argv) > 0 && argv[0] == "--" {
-		argv = argv[1:]
-	}
-	if len(argv) == 0 {
-		return usageErrorf("missing COMMAND after KEY (see dlock run --help)")
 	}
 	if *ttl <= 0 {
 		return usageErrorf("--ttl must be positive, got %v", *ttl)
@@ -101,6 +94,79 @@ func runCommand(ctx context.Context, s *invocation, args []string) error {
 		return describeAcquireError(ctx, client, key, wait, err)
 	}
 	return supervise(s.env, lease, argv, *grace, sigs)
+}
+
+// parseRunArgs splits run's arguments into flags, KEY and COMMAND.
+//
+// With a "--", everything before it is flags and exactly one KEY, in any
+// order, and everything after it is COMMAND. Without one, flags come
+// first, then KEY, then COMMAND; a COMMAND that starts with "-" is then a
+// usage error, as it is most likely a flag given after KEY. Either way a
+// flag is never taken for COMMAND, nor the first word of COMMAND for KEY.
+func (s *invocation) parseRunArgs(fs *flag.FlagSet, args []string) (key string, argv []string, err error) {
+	head, tail, dashed := splitAtTerminator(fs, args)
+	var pos []string
+	for {
+		if err := s.parse(fs, head); err != nil {
+			return "", nil, err
+		}
+		rest := fs.Args()
+		if !dashed {
+			pos = rest
+			break
+		}
+		if len(rest) == 0 {
+			break
+		}
+		pos = append(pos, rest[0])
+		head = rest[1:]
+	}
+	if len(pos) == 0 {
+		return "", nil, usageErrorf("missing KEY (see dlock run --help)")
+	}
+	key = pos[0]
+	if dashed {
+		if len(pos) > 1 {
+			return "", nil, usageErrorf("unexpected argument %q before -- (one KEY; see dlock run --help)", pos[1])
+		}
+		argv = tail
+	} else {
+		argv = pos[1:]
+		if len(argv) > 0 && strings.HasPrefix(argv[0], "-") {
+			return "", nil, usageErrorf("%q after KEY: flags after KEY need a -- before COMMAND (see dlock run --help)", argv[0])
+		}
+	}
+	if len(argv) == 0 {
+		return "", nil, usageErrorf("missing COMMAND after KEY (see dlock run --help)")
+	}
+	return key, argv, nil
+}
+
+// splitAtTerminator finds the first "--" in args that is not the value of
+// a flag, and returns what comes before and after it.
+func splitAtTerminator(fs *flag.FlagSet, args []string) (head, tail []string, found bool) {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			return args[:i], args[i+1:], true
+		}
+		if len(a) < 2 || a[0] != '-' {
+			continue
+		}
+		name := strings.TrimPrefix(strings.TrimPrefix(a, "-"), "-")
+		if strings.Contains(name, "=") {
+			continue
+		}
+		if f := fs.Lookup(name); f != nil && !isBoolFlag(f) {
+			i++ // the next argument is this flag's value
+		}
+	}
+	return args, nil, false
+}
+
+func isBoolFlag(f *flag.Flag) bool {
+	b, ok := f.Value.(interface{ IsBoolFlag() bool })
+	return ok && b.IsBoolFlag()
 }
 
 // optionalDuration is a duration flag that remembers whether it was given.
