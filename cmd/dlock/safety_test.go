@@ -5,7 +5,9 @@ package main
 // behind by the command, and dlock itself dying.
 
 import (
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -52,5 +54,70 @@ func TestRunDoubleDash(t *testing.T) {
 	}
 	if code := stop(); code != 0 {
 		t.Fatalf("holder exited %d", code)
+	}
+}
+
+// TestRunEndsBackgroundMembers: a command that exits leaving a job in its
+// process group does not release the lock while that job lives; dlock
+// ends the job (SIGTERM, then SIGKILL after --grace) and releases after.
+func TestRunEndsBackgroundMembers(t *testing.T) {
+	t.Parallel()
+	url, rdb := server(t)
+	for _, tc := range []struct {
+		name, prelude string
+		minTook       time.Duration // the job ignores SIGTERM: it ends by SIGKILL, after --grace
+	}{
+		{"ends on SIGTERM", "", 0},
+		{"ignores SIGTERM", `trap "" TERM; `, 500 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			key := "bg-" + strings.ReplaceAll(tc.name, " ", "-")
+			gcFile := filepath.Join(t.TempDir(), "gc.pid")
+			p := start(t, url, "run", "--grace", "500ms", key, "--", "sh", "-c",
+				tc.prelude+`sleep 30 & echo $! > `+gcFile+`; exit 0`)
+			gc := pidFile(t, gcFile)
+			began := time.Now()
+			t.Cleanup(func() { _ = syscall.Kill(gc, syscall.SIGKILL) })
+
+			// A second run must not get the lock while the job lives.
+			code, _, stderr := dlock(t, url, "run", "--wait", "0", key, "--", "true")
+			if code == 0 && alive(gc) {
+				t.Fatal("a second run got the lock while the first run's background job was alive")
+			}
+			if code != 0 && code != 75 {
+				t.Fatalf("second run: status %d; stderr %q", code, stderr)
+			}
+			// Never free while the job lives: a free lock seen before
+			// the job is seen alive means they overlapped.
+			for {
+				free := !lockHeld(t, rdb, key)
+				if free && alive(gc) {
+					t.Fatal("lock released while the command's background job was alive")
+				}
+				if free {
+					break
+				}
+				select {
+				case <-p.done:
+				case <-time.After(10 * time.Millisecond):
+				}
+				if time.Since(began) > 10*time.Second {
+					t.Fatal("lock still held 10s after the command exited")
+				}
+			}
+			if code := p.wait(10 * time.Second); code != 0 {
+				t.Fatalf("status %d, want the command's 0; stderr %q", code, p.stderr.String())
+			}
+			if alive(gc) {
+				t.Fatal("dlock exited while the command's background job was alive")
+			}
+			if took := time.Since(began); took < tc.minTook {
+				t.Fatalf("job ignoring SIGTERM ended after %v, before --grace", took)
+			}
+			if !strings.Contains(p.stderr.String(), "leaving processes") {
+				t.Errorf("no warning about the leftover job: %q", p.stderr.String())
+			}
+		})
 	}
 }

@@ -16,13 +16,13 @@ func adoptOrphans() {
 	_, _, _ = syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0)
 }
 
-// reapOrphans collects adopted children that have exited. It must only run
-// after the command itself has been waited for, or it could take the
-// command's exit status from os/exec.
-func reapOrphans() {
+// reapOrphans collects adopted children of process group pgid that have
+// exited. It must only run after the command itself has been waited for,
+// or it could take the command's exit status from os/exec.
+func reapOrphans(pgid int) {
 	for {
 		var ws syscall.WaitStatus
-		pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil)
+		pid, err := syscall.Wait4(-pgid, &ws, syscall.WNOHANG, nil)
 		if pid <= 0 || err != nil {
 			return
 		}

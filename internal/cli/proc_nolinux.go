@@ -6,4 +6,4 @@ package cli
 // of a lost run until init reaps it, or until --grace has passed.
 func adoptOrphans() {}
 
-func reapOrphans() {}
+func reapOrphans(int) {}

@@ -31,6 +31,9 @@ func signalGroup(pid int, sig os.Signal) {
 	}
 }
 
+// terminateGroup asks the command itself to end.
+func terminateGroup(pid int) { signalGroup(pid, sigTERM) }
+
 func groupAlive(int) bool { return false }
 
 func terminatingSignal(*os.ProcessState) (int, bool) { return 0, false }

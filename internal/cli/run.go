@@ -25,7 +25,10 @@ fencing token, decimal) added to its environment, keeps the lock renewed
 while COMMAND runs, and releases it when COMMAND exits.
 
 COMMAND runs in its own process group. SIGINT, SIGTERM and SIGHUP sent to
-dlock are forwarded to that group; the lock is released once COMMAND exits.
+dlock are forwarded to that group. When COMMAND exits, whatever it left
+running in the group (a job started with &) gets SIGTERM, and SIGKILL
+after --grace; the lock is released only once the group is empty. A
+process that leaves the group (setsid, setpgid) is not followed.
 (Being outside the terminal's foreground group, COMMAND cannot read from a
 terminal; Ctrl-C still reaches it through dlock.) A signal that arrives
 while dlock waits for the lock ends the wait with status 128+N.
@@ -51,7 +54,7 @@ func runCommand(ctx context.Context, s *invocation, args []string) error {
 	ttl := fs.Duration("ttl", dlock.DefaultTTL, "lock time-to-live; renewed every TTL/3 while COMMAND runs, it bounds how long a crashed dlock blocks others")
 	var wait optionalDuration
 	fs.Var(&wait, "wait", "give up after waiting this `long` for the lock (default: wait forever; 0: one attempt)")
-	grace := fs.Duration("grace", runGrace, "after a lost lock, time between SIGTERM and SIGKILL to COMMAND's process group")
+	grace := fs.Duration("grace", runGrace, "time between SIGTERM and SIGKILL to COMMAND's process group, after a lost lock or to what COMMAND left running")
 	meta := fs.String("meta", "", "free text stored with the lock for operators (default: the command line)")
 	verbose := fs.Bool("v", false, "log renewal failures to stderr")
 	key, argv, err := s.parseRunArgs(fs, args)
@@ -270,6 +273,9 @@ func supervise(env Env, lease *dlock.Lease, argv []string, grace time.Duration, 
 		"DLOCK_KEY="+lease.Key(),
 		"DLOCK_TOKEN="+strconv.FormatUint(lease.Token(), 10))
 	setProcessGroup(cmd)
+	// Adopt the command's orphans from the start: a member left behind by
+	// an exiting shell is then dlock's to reap once it has been ended.
+	adoptOrphans()
 	if err := cmd.Start(); err != nil {
 		releaseLease(lease)
 		code := ExitCannotExec
@@ -301,8 +307,7 @@ loop:
 			// The lock is gone: another holder may start any moment, so
 			// the command must stop now, not when it is done.
 			leaseDone = nil
-			adoptOrphans()
-			signalGroup(pgid, sigTERM)
+			terminateGroup(pgid)
 			killAt = time.Now().Add(grace)
 			kill = time.NewTimer(grace)
 			killC = kill.C
@@ -314,19 +319,27 @@ loop:
 		}
 	}
 	status, statusErr := exitStatus(cmd, waitErr)
+	// Whatever COMMAND left running in its group (a job started with &, a
+	// daemon that did not leave the group) must not outlive the lock: it
+	// gets SIGTERM now and SIGKILL after grace, and the lock is released
+	// only once the group is empty.
+	reapOrphans(pgid)
+	if groupAlive(pgid) {
+		if killAt.IsZero() {
+			if lease.Err() == nil {
+				fmt.Fprintf(env.Stderr, "dlock run: warning: %s exited, leaving processes in its group; ending them before releasing %q\n", argv[0], lease.Key())
+			}
+			terminateGroup(pgid)
+			killAt = time.Now().Add(grace)
+		}
+		reapGroup(pgid, killAt)
+	}
 	if statusErr != nil {
 		releaseLease(lease)
 		return statusErr
 	}
 	if lease.Err() != nil {
-		// Lost, possibly just as the command exited. Whatever the command
-		// left running in its group must not outlive the lock either.
-		if killAt.IsZero() {
-			adoptOrphans()
-			signalGroup(pgid, sigTERM)
-			killAt = time.Now().Add(grace)
-		}
-		reapGroup(pgid, killAt)
+		// Lost, possibly just as the command exited.
 		return lostError(lease, argv[0])
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
@@ -346,14 +359,15 @@ loop:
 
 // reapGroup waits until the process group is empty, killing it at killAt.
 // Polling is the only portable way to see a group empty out once its
-// leader has been reaped.
+// leader has been reaped. SIGKILL cannot be ignored, so the wait ends
+// soon after killAt unless a member is stuck in the kernel; the lock must
+// not be given up while one is.
 func reapGroup(pgid int, killAt time.Time) {
-	for reapOrphans(); groupAlive(pgid); reapOrphans() {
-		if !time.Now().Before(killAt) {
+	killed := false
+	for reapOrphans(pgid); groupAlive(pgid); reapOrphans(pgid) {
+		if !killed && !time.Now().Before(killAt) {
 			signalGroup(pgid, sigKILL)
-			time.Sleep(10 * time.Millisecond) // let adopted children die, then reap them
-			reapOrphans()
-			return
+			killed = true
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
