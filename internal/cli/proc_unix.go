@@ -41,8 +41,8 @@ func signalGroup(pgid int, sig os.Signal) {
 // terminateGroup asks every process in the group to end: SIGTERM, and
 // SIGCONT so that a stopped member can act on it.
 func terminateGroup(pgid int) {
-	_ = syscall.Kill(-pgid, syscall.SIGTERM)
-	_ = syscall.Kill(-pgid, syscall.SIGCONT)
+	signalGroup(pgid, sigTERM)
+	signalGroup(pgid, syscall.SIGCONT)
 }
 
 // groupAlive reports whether any process is left in the group.
