@@ -5,7 +5,9 @@ package main
 // behind by the command, and dlock itself dying.
 
 import (
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -118,6 +120,50 @@ func TestRunEndsBackgroundMembers(t *testing.T) {
 			if !strings.Contains(p.stderr.String(), "leaving processes") {
 				t.Errorf("no warning about the leftover job: %q", p.stderr.String())
 			}
+		})
+	}
+}
+
+// TestRunKilledDlockKillsCommand: SIGKILL of dlock alone (an OOM kill,
+// timeout -s KILL, systemd's KillMode=process), or of dlock's whole
+// process group, must not leave COMMAND or the processes it started
+// running without the lock.
+func TestRunKilledDlockKillsCommand(t *testing.T) {
+	t.Parallel()
+	url, _ := server(t)
+	for _, tc := range []struct {
+		name  string
+		group bool // kill dlock's process group rather than its pid
+	}{
+		{"dlock's pid", false},
+		{"dlock's process group", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			script, shFile, gcFile := lostScript(t.TempDir(), "")
+			// No pipes to dlock: its Wait must not wait for a survivor
+			// holding them.
+			cmd := exec.Command(dlockBin, "run", "killed-"+strconv.FormatBool(tc.group), "--", "sh", "-c", script)
+			cmd.Env = append(environWithout("DLOCK_REDIS"), "DLOCK_REDIS="+url)
+			cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: tc.group}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			sh, gc := pidFile(t, shFile), pidFile(t, gcFile)
+			t.Cleanup(func() { _ = syscall.Kill(-sh, syscall.SIGKILL) })
+			target := cmd.Process.Pid
+			if tc.group {
+				target = -target
+			}
+			if err := syscall.Kill(target, syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			_ = cmd.Wait()
+			if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || ws.Signal() != syscall.SIGKILL {
+				t.Fatalf("dlock ended with %v, not by SIGKILL", cmd.ProcessState)
+			}
+			waitGone(t, sh, 2*time.Second)
+			waitGone(t, gc, 2*time.Second)
 		})
 	}
 }

@@ -2,7 +2,10 @@
 
 package cli
 
-import "syscall"
+import (
+	"os/exec"
+	"syscall"
+)
 
 // prSetChildSubreaper is PR_SET_CHILD_SUBREAPER from <linux/prctl.h>.
 const prSetChildSubreaper = 36
@@ -27,4 +30,12 @@ func reapOrphans(pgid int) {
 			return
 		}
 	}
+}
+
+// killWithParent has the kernel send COMMAND SIGKILL when dlock dies, by
+// whatever signal or crash. (The kernel ties this to the thread that
+// started COMMAND; the Go runtime does not end its threads.) It reaches
+// COMMAND only, not its children: those are the watcher's.
+func killWithParent(cmd *exec.Cmd) {
+	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
 }

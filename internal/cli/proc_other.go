@@ -39,3 +39,12 @@ func groupAlive(int) bool { return false }
 func terminatingSignal(*os.ProcessState) (int, bool) { return 0, false }
 
 func signalNumber(os.Signal) int { return 2 }
+
+// watcher would end COMMAND's group if dlock died; there is none here.
+type watcher struct{}
+
+func startWatcher() *watcher { return nil }
+
+func (*watcher) watch(int) {}
+
+func (*watcher) stop() {}

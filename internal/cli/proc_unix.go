@@ -4,6 +4,8 @@ package cli
 
 import (
 	"errors"
+	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -64,4 +66,55 @@ func signalNumber(sig os.Signal) int {
 		return int(s)
 	}
 	return 0
+}
+
+// watcherScript is the watcher: it reads COMMAND's process group id, then
+// waits. A "done" line means dlock has seen the group empty; end of input
+// without one means dlock died, and the group gets SIGKILL. It ignores the
+// signals that dlock forwards, and lives in a group of its own, so that
+// what kills dlock's group does not kill it too.
+const watcherScript = `trap '' INT TERM HUP
+IFS= read -r pgid || exit 0
+IFS= read -r done
+[ "$done" = done ] || kill -s KILL -- "-$pgid" 2>/dev/null`
+
+// watcher is a small sh process that kills COMMAND's process group if
+// dlock dies before the group has emptied: the parent-death signal only
+// reaches COMMAND itself, not the processes it started.
+type watcher struct {
+	cmd *exec.Cmd
+	in  io.WriteCloser
+}
+
+// startWatcher starts the watcher, or returns nil if it cannot (no sh).
+// It is started before COMMAND, so that it is already running when
+// COMMAND is.
+func startWatcher() *watcher {
+	cmd := exec.Command("/bin/sh", "-c", watcherScript)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		return nil
+	}
+	if err := cmd.Start(); err != nil {
+		return nil
+	}
+	return &watcher{cmd: cmd, in: in}
+}
+
+// watch tells the watcher which group to kill if dlock dies.
+func (w *watcher) watch(pgid int) {
+	if w != nil {
+		_, _ = fmt.Fprintf(w.in, "%d\n", pgid)
+	}
+}
+
+// stop dismisses the watcher; call it once the group is empty.
+func (w *watcher) stop() {
+	if w == nil {
+		return
+	}
+	_, _ = io.WriteString(w.in, "done\n")
+	_ = w.in.Close()
+	_ = w.cmd.Wait()
 }

@@ -29,6 +29,12 @@ dlock are forwarded to that group. When COMMAND exits, whatever it left
 running in the group (a job started with &) gets SIGTERM, and SIGKILL
 after --grace; the lock is released only once the group is empty. A
 process that leaves the group (setsid, setpgid) is not followed.
+
+If dlock itself dies (SIGKILL, an OOM kill, a crash) while COMMAND runs,
+COMMAND's group is killed too: on Linux the kernel sends COMMAND SIGKILL
+(a parent-death signal), and on every Unix a small /bin/sh watcher, in a
+process group of its own, sends the whole group SIGKILL. The lock is then
+not released; it expires after --ttl.
 (Being outside the terminal's foreground group, COMMAND cannot read from a
 terminal; Ctrl-C still reaches it through dlock.) A signal that arrives
 while dlock waits for the lock ends the wait with status 128+N.
@@ -273,10 +279,13 @@ func supervise(env Env, lease *dlock.Lease, argv []string, grace time.Duration, 
 		"DLOCK_KEY="+lease.Key(),
 		"DLOCK_TOKEN="+strconv.FormatUint(lease.Token(), 10))
 	setProcessGroup(cmd)
+	killWithParent(cmd)
 	// Adopt the command's orphans from the start: a member left behind by
 	// an exiting shell is then dlock's to reap once it has been ended.
 	adoptOrphans()
+	watch := startWatcher()
 	if err := cmd.Start(); err != nil {
+		watch.stop()
 		releaseLease(lease)
 		code := ExitCannotExec
 		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
@@ -285,6 +294,7 @@ func supervise(env Env, lease *dlock.Lease, argv []string, grace time.Duration, 
 		return &exitError{code: code, err: fmt.Errorf("cannot run %s: %w", argv[0], err)}
 	}
 	pgid := cmd.Process.Pid
+	watch.watch(pgid)
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 
@@ -334,6 +344,7 @@ loop:
 		}
 		reapGroup(pgid, killAt)
 	}
+	watch.stop()
 	if statusErr != nil {
 		releaseLease(lease)
 		return statusErr
