@@ -167,3 +167,27 @@ func TestRunKilledDlockKillsCommand(t *testing.T) {
 		})
 	}
 }
+
+// TestRunUnreachableFailsFast: a refused connection is reported (69)
+// within a second, whether or not the user asked to wait. This is a hang
+// check; the bound is generous.
+func TestRunUnreachableFailsFast(t *testing.T) {
+	t.Parallel()
+	url := closedURL(t)
+	for _, args := range [][]string{
+		{"run", "--redis", url, "--wait", "0", "k", "--", "true"},
+		{"run", "--redis", url, "k", "--", "true"},
+		{"run", "--redis", url, "--wait", "1m", "k", "--", "true"},
+	} {
+		began := time.Now()
+		code, _, stderr := dlock(t, url, args...)
+		took := time.Since(began)
+		if code != 69 {
+			t.Fatalf("%q: status %d, want 69; stderr %q", args, code, stderr)
+		}
+		oneLine(t, stderr)
+		if took > time.Second {
+			t.Errorf("%q: reported an unreachable store after %v, want < 1s", args, took)
+		}
+	}
+}
