@@ -5,8 +5,11 @@ package main
 // behind by the command, and dlock itself dying.
 
 import (
+	"bytes"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -190,4 +193,100 @@ func TestRunUnreachableFailsFast(t *testing.T) {
 			t.Errorf("%q: reported an unreachable store after %v, want < 1s", args, took)
 		}
 	}
+}
+
+// procState returns the state letter of pid from /proc (R, S, T, Z, ...),
+// or 0 if it cannot be read.
+func procState(pid int) byte {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 || i+2 >= len(b) {
+		return 0
+	}
+	return b[i+2]
+}
+
+// waitState polls until pid is (or, with not set, is no longer) in state.
+func waitState(t *testing.T, pid int, state byte, not bool, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for (procState(pid) == state) == not {
+		if time.Now().After(deadline) {
+			t.Fatalf("process %d: state %q after %v (want %s%q)", pid, procState(pid), timeout, map[bool]string{true: "not ", false: ""}[not], state)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestRunJobControl: Ctrl-Z (SIGTSTP to dlock) stops COMMAND's group as
+// well as dlock, so a lock that expires meanwhile covers no running
+// command; SIGCONT resumes COMMAND only while the lock is still held.
+func TestRunJobControl(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("reads process states from /proc")
+	}
+	t.Parallel()
+	url, rdb := server(t)
+
+	t.Run("resumed in time", func(t *testing.T) {
+		t.Parallel()
+		dir := t.TempDir()
+		shFile, stopFile := filepath.Join(dir, "sh.pid"), filepath.Join(dir, "stop")
+		p := start(t, url, "run", "--ttl", "10s", "jc-resumed", "--", "sh", "-c",
+			`echo $$ > `+shFile+`; while [ ! -e `+stopFile+` ]; do sleep 0.02; done`)
+		sh := pidFile(t, shFile)
+		t.Cleanup(func() { _ = p.cmd.Process.Signal(syscall.SIGCONT) })
+		if err := p.cmd.Process.Signal(syscall.SIGTSTP); err != nil {
+			t.Fatal(err)
+		}
+		waitState(t, sh, 'T', false, 5*time.Second)
+		waitState(t, p.cmd.Process.Pid, 'T', false, 5*time.Second)
+		if err := p.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+			t.Fatal(err)
+		}
+		waitState(t, sh, 'T', true, 5*time.Second)
+		if err := writeFile(stopFile); err != nil {
+			t.Fatal(err)
+		}
+		if code := p.wait(10 * time.Second); code != 0 {
+			t.Fatalf("status %d, want 0; stderr %q", code, p.stderr.String())
+		}
+	})
+
+	t.Run("lock expired while stopped", func(t *testing.T) {
+		t.Parallel()
+		dir := t.TempDir()
+		shFile := filepath.Join(dir, "sh.pid")
+		p := start(t, url, "run", "--ttl", "300ms", "--grace", "300ms", "jc-expired", "--", "sh", "-c",
+			`echo $$ > `+shFile+`; while :; do sleep 0.02; done`)
+		sh := pidFile(t, shFile)
+		t.Cleanup(func() { _ = p.cmd.Process.Signal(syscall.SIGCONT) })
+		if err := p.cmd.Process.Signal(syscall.SIGTSTP); err != nil {
+			t.Fatal(err)
+		}
+		waitState(t, sh, 'T', false, 5*time.Second)
+		waitState(t, p.cmd.Process.Pid, 'T', false, 5*time.Second)
+		// Stopped, dlock no longer renews: the lock expires, and the
+		// command must still be stopped once it has.
+		deadline := time.Now().Add(10 * time.Second)
+		for lockHeld(t, rdb, "jc-expired") {
+			if time.Now().After(deadline) {
+				t.Fatal("a stopped dlock still holds the lock after 10s")
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if st := procState(sh); st != 'T' {
+			t.Fatalf("the lock expired while the command was in state %q, not stopped", st)
+		}
+		if err := p.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+			t.Fatal(err)
+		}
+		if code := p.wait(10 * time.Second); code != 76 {
+			t.Fatalf("status %d, want 76 (lock lost); stderr %q", code, p.stderr.String())
+		}
+		waitGone(t, sh, 2*time.Second)
+	})
 }

@@ -22,6 +22,16 @@ func notifySignals() chan os.Signal {
 
 func stopSignals(c chan os.Signal) { signal.Stop(c) }
 
+// notifyJobControl returns a channel that never receives: there is no job
+// control here.
+func notifyJobControl() chan os.Signal { return make(chan os.Signal) }
+
+func isStop(os.Signal) bool { return false }
+
+func stopGroupAndSelf(int) {}
+
+func continueGroup(int) {}
+
 func setProcessGroup(*exec.Cmd) {}
 
 // signalGroup can only reach the command itself here; see setProcessGroup.

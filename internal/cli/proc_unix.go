@@ -27,6 +27,28 @@ func notifySignals() chan os.Signal {
 
 func stopSignals(c chan os.Signal) { signal.Stop(c) }
 
+// notifyJobControl starts catching SIGTSTP and SIGCONT, which run handles
+// itself while COMMAND runs.
+func notifyJobControl() chan os.Signal {
+	c := make(chan os.Signal, 4)
+	signal.Notify(c, syscall.SIGTSTP, syscall.SIGCONT)
+	return c
+}
+
+// isStop reports whether sig asks dlock to stop (Ctrl-Z).
+func isStop(sig os.Signal) bool { return sig == syscall.SIGTSTP }
+
+// stopGroupAndSelf stops COMMAND's group, then dlock itself, as a Ctrl-Z
+// stops a job. SIGSTOP, not SIGTSTP, for the group: a member ignoring the
+// latter would go on running while dlock, stopped, no longer renews.
+func stopGroupAndSelf(pgid int) {
+	_ = syscall.Kill(-pgid, syscall.SIGSTOP)
+	_ = syscall.Kill(os.Getpid(), syscall.SIGSTOP)
+}
+
+// continueGroup resumes a stopped group.
+func continueGroup(pgid int) { signalGroup(pgid, syscall.SIGCONT) }
+
 // setProcessGroup puts the command in a new process group (its pid is the
 // group id), so that signals reach the processes it starts as well, e.g.
 // the children of a shell.

@@ -36,7 +36,13 @@ COMMAND's group is killed too: on Linux the kernel sends COMMAND SIGKILL
 process group of its own, sends the whole group SIGKILL. The lock is then
 not released; it expires after --ttl.
 (Being outside the terminal's foreground group, COMMAND cannot read from a
-terminal; Ctrl-C still reaches it through dlock.) A signal that arrives
+terminal; Ctrl-C still reaches it through dlock.) Ctrl-Z (SIGTSTP) stops
+COMMAND's group with SIGSTOP and then dlock: while stopped dlock does not
+renew, so the lock may expire, but nothing of COMMAND runs. On SIGCONT
+(fg, bg) COMMAND resumes if the lock is still held; if it was lost, the
+group is ended as below. A COMMAND that reads the terminal is stopped by
+SIGTTIN, and dlock, not stopped, keeps the lock: run it with stdin
+redirected. A signal that arrives
 while dlock waits for the lock ends the wait with status 128+N.
 If the lock is lost while COMMAND runs (it expired during a network outage,
 or an operator ran 'dlock unlock --force'), the whole group gets SIGTERM at
@@ -284,6 +290,8 @@ func supervise(env Env, lease *dlock.Lease, argv []string, grace time.Duration, 
 	// an exiting shell is then dlock's to reap once it has been ended.
 	adoptOrphans()
 	watch := startWatcher()
+	jobs := notifyJobControl()
+	defer stopSignals(jobs)
 	if err := cmd.Start(); err != nil {
 		watch.stop()
 		releaseLease(lease)
@@ -313,6 +321,17 @@ loop:
 		select {
 		case sig := <-sigs:
 			signalGroup(pgid, sig)
+		case sig := <-jobs:
+			switch {
+			case isStop(sig):
+				// Stopped, dlock cannot renew: the lock may expire, but
+				// COMMAND is stopped too and cannot work unlocked.
+				stopGroupAndSelf(pgid)
+			case lease.Err() == nil && time.Now().Before(lease.Deadline()):
+				// Resumed: COMMAND resumes only if the lock is still ours.
+				// If not, the loss below ends it.
+				continueGroup(pgid)
+			}
 		case <-leaseDone:
 			// The lock is gone: another holder may start any moment, so
 			// the command must stop now, not when it is done.
