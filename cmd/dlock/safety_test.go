@@ -79,10 +79,10 @@ func TestRunEndsBackgroundMembers(t *testing.T) {
 			t.Parallel()
 			key := "bg-" + strings.ReplaceAll(tc.name, " ", "-")
 			gcFile := filepath.Join(t.TempDir(), "gc.pid")
+			began := time.Now() // before dlock can send SIGTERM
 			p := start(t, url, "run", "--grace", "500ms", key, "--", "sh", "-c",
 				tc.prelude+`sleep 30 & echo $! > `+gcFile+`; exit 0`)
 			gc := pidFile(t, gcFile)
-			began := time.Now()
 			t.Cleanup(func() { _ = syscall.Kill(gc, syscall.SIGKILL) })
 
 			// A second run must not get the lock while the job lives.
