@@ -154,6 +154,10 @@ func TestRunKilledDlockKillsCommand(t *testing.T) {
 			}
 			sh, gc := pidFile(t, shFile), pidFile(t, gcFile)
 			t.Cleanup(func() { _ = syscall.Kill(-sh, syscall.SIGKILL) })
+			// dlock tells its watcher the group just after COMMAND has
+			// started (until then only the parent-death signal covers
+			// COMMAND alone); the watcher then shows it in its arguments.
+			waitWatcher(t, sh, 10*time.Second)
 			target := cmd.Process.Pid
 			if tc.group {
 				target = -target
@@ -234,9 +238,10 @@ func TestRunJobControl(t *testing.T) {
 	t.Run("resumed in time", func(t *testing.T) {
 		t.Parallel()
 		dir := t.TempDir()
-		shFile, stopFile := filepath.Join(dir, "sh.pid"), filepath.Join(dir, "stop")
+		shFile := filepath.Join(dir, "sh.pid")
+		// exec: a shell stopped while it forks can show state D, not T.
 		p := start(t, url, "run", "--ttl", "10s", "jc-resumed", "--", "sh", "-c",
-			`echo $$ > `+shFile+`; while [ ! -e `+stopFile+` ]; do sleep 0.02; done`)
+			`echo $$ > `+shFile+`; exec sleep 60`)
 		sh := pidFile(t, shFile)
 		t.Cleanup(func() { _ = p.cmd.Process.Signal(syscall.SIGCONT) })
 		if err := p.cmd.Process.Signal(syscall.SIGTSTP); err != nil {
@@ -248,11 +253,12 @@ func TestRunJobControl(t *testing.T) {
 			t.Fatal(err)
 		}
 		waitState(t, sh, 'T', true, 5*time.Second)
-		if err := writeFile(stopFile); err != nil {
+		// Still under the lock, and still forwarding: SIGTERM ends it.
+		if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 			t.Fatal(err)
 		}
-		if code := p.wait(10 * time.Second); code != 0 {
-			t.Fatalf("status %d, want 0; stderr %q", code, p.stderr.String())
+		if code := p.wait(10 * time.Second); code != 128+int(syscall.SIGTERM) {
+			t.Fatalf("status %d, want %d; stderr %q", code, 128+int(syscall.SIGTERM), p.stderr.String())
 		}
 	})
 
@@ -261,7 +267,7 @@ func TestRunJobControl(t *testing.T) {
 		dir := t.TempDir()
 		shFile := filepath.Join(dir, "sh.pid")
 		p := start(t, url, "run", "--ttl", "300ms", "--grace", "300ms", "jc-expired", "--", "sh", "-c",
-			`echo $$ > `+shFile+`; while :; do sleep 0.02; done`)
+			`echo $$ > `+shFile+`; exec sleep 60`)
 		sh := pidFile(t, shFile)
 		t.Cleanup(func() { _ = p.cmd.Process.Signal(syscall.SIGCONT) })
 		if err := p.cmd.Process.Signal(syscall.SIGTSTP); err != nil {
@@ -289,4 +295,26 @@ func TestRunJobControl(t *testing.T) {
 		}
 		waitGone(t, sh, 2*time.Second)
 	})
+}
+
+// waitWatcher polls until a dlock watcher for process group pgid runs.
+func waitWatcher(t *testing.T, pgid int, timeout time.Duration) {
+	t.Helper()
+	if runtime.GOOS != "linux" {
+		t.Skip("finds the watcher through /proc")
+	}
+	want := []byte("\x00dlock-watch\x00" + strconv.Itoa(pgid) + "\x00")
+	deadline := time.Now().Add(timeout)
+	for {
+		paths, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+		for _, p := range paths {
+			if b, err := os.ReadFile(p); err == nil && bytes.HasSuffix(b, want) {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no watcher for process group %d after %v", pgid, timeout)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }

@@ -91,14 +91,16 @@ func signalNumber(sig os.Signal) int {
 }
 
 // watcherScript is the watcher: it reads COMMAND's process group id, then
-// waits. A "done" line means dlock has seen the group empty; end of input
-// without one means dlock died, and the group gets SIGKILL. It ignores the
-// signals that dlock forwards, and lives in a group of its own, so that
-// what kills dlock's group does not kill it too.
+// (re-executed with the id in its arguments, so that ps shows
+// "dlock-watch PGID") waits. A "done" line means dlock has seen the group
+// empty; end of input without one means dlock died, and the group gets
+// SIGKILL. It ignores the signals that dlock forwards, and lives in a
+// group of its own, so that what kills dlock's group does not kill it too.
 const watcherScript = `trap '' INT TERM HUP
 IFS= read -r pgid || exit 0
+exec /bin/sh -c 'trap "" INT TERM HUP
 IFS= read -r done
-[ "$done" = done ] || kill -s KILL -- "-$pgid" 2>/dev/null`
+[ "$done" = done ] || kill -s KILL -- "-$1" 2>/dev/null' dlock-watch "$pgid"`
 
 // watcher is a small sh process that kills COMMAND's process group if
 // dlock dies before the group has emptied: the parent-death signal only
@@ -112,7 +114,7 @@ type watcher struct {
 // It is started before COMMAND, so that it is already running when
 // COMMAND is.
 func startWatcher() *watcher {
-	cmd := exec.Command("/bin/sh", "-c", watcherScript)
+	cmd := exec.Command("/bin/sh", "-c", watcherScript, "dlock-watch")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	in, err := cmd.StdinPipe()
 	if err != nil {
