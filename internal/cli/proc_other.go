@@ -22,6 +22,16 @@ func notifySignals() chan os.Signal {
 
 func stopSignals(c chan os.Signal) { signal.Stop(c) }
 
+// notifyJobControl returns a channel that never receives: there is no job
+// control here.
+func notifyJobControl() chan os.Signal { return make(chan os.Signal) }
+
+func isStop(os.Signal) bool { return false }
+
+func stopGroupAndSelf(int) {}
+
+func continueGroup(int) {}
+
 func setProcessGroup(*exec.Cmd) {}
 
 // signalGroup can only reach the command itself here; see setProcessGroup.
@@ -31,8 +41,20 @@ func signalGroup(pid int, sig os.Signal) {
 	}
 }
 
+// terminateGroup asks the command itself to end.
+func terminateGroup(pid int) { signalGroup(pid, sigTERM) }
+
 func groupAlive(int) bool { return false }
 
 func terminatingSignal(*os.ProcessState) (int, bool) { return 0, false }
 
 func signalNumber(os.Signal) int { return 2 }
+
+// watcher would end COMMAND's group if dlock died; there is none here.
+type watcher struct{}
+
+func startWatcher() *watcher { return nil }
+
+func (*watcher) watch(int) {}
+
+func (*watcher) stop() {}
