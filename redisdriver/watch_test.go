@@ -118,22 +118,32 @@ func TestWatcherConfirmsAfterCancelledAddAndReconnect(t *testing.T) {
 	expectRelease(t, d, got, "k", 5*time.Second)
 }
 
-// An Add waiting for its confirmation when the connection is lost is
-// confirmed on the new connection, without any other Add coming along.
-func TestWatcherConfirmsAcrossReconnect(t *testing.T) {
+// stalledAdd starts an Add of "k" whose confirmation a proxy holds back
+// (after a warm-up Add, so the pub/sub connection exists): the watcher,
+// its driver on the proxy, the server, the proxy, the notifications, a
+// context bounding the test, and where the Add's result will arrive.
+func stalledAdd(t *testing.T) (*redistest.Server, *redistest.Proxy, *Driver, *watcher, <-chan string, context.Context, <-chan error) {
+	t.Helper()
 	srv := redistest.Start(t)
-	admin := srv.Client(t)
 	proxy := redistest.NewProxy(t, srv.Addr())
 	d := newDriver(t, redistest.NewClient(t, proxy.Addr()))
 	w, got := watchKeys(t, d)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
+	t.Cleanup(cancel)
 	if err := w.Add(ctx, "warm"); err != nil {
 		t.Fatal(err)
 	}
 	proxy.SetLatency(time.Hour)
 	added := make(chan error, 1)
 	go func() { added <- w.Add(ctx, "k") }()
+	return srv, proxy, d, w, got, ctx, added
+}
+
+// An Add waiting for its confirmation when the connection is lost is
+// confirmed on the new connection, without any other Add coming along.
+func TestWatcherConfirmsAcrossReconnect(t *testing.T) {
+	srv, proxy, d, _, got, ctx, added := stalledAdd(t)
+	admin := srv.Client(t)
 	// Once Redis has the subscription, its confirmation is in the proxy.
 	eventually(t, 5*time.Second, "subscription reaches the server", func() bool {
 		return admin.PubSubNumSub(ctx, d.channel("k")).Val()[d.channel("k")] == 1
@@ -204,18 +214,7 @@ func (w *watcher) currentPubSub() *redis.PubSub {
 
 // Close wakes an Add waiting for its confirmation.
 func TestWatcherCloseWakesAdd(t *testing.T) {
-	srv := redistest.Start(t)
-	proxy := redistest.NewProxy(t, srv.Addr())
-	d := newDriver(t, redistest.NewClient(t, proxy.Addr()))
-	w, _ := watchKeys(t, d)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if err := w.Add(ctx, "warm"); err != nil {
-		t.Fatal(err)
-	}
-	proxy.SetLatency(time.Hour)
-	added := make(chan error, 1)
-	go func() { added <- w.Add(ctx, "k") }()
+	_, proxy, d, w, _, ctx, added := stalledAdd(t)
 	eventually(t, 5*time.Second, "Add waiting", func() bool {
 		w.mu.Lock()
 		defer w.mu.Unlock()
