@@ -4,16 +4,26 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/dlockio/dlock/driver"
 )
 
-func TestNotifications(t *testing.T) {
-	f := newFixture(t)
+// watchAll opens a Watcher on d that records every notification; it is
+// closed when the test ends.
+func watchAll(t *testing.T, d driver.Driver) (driver.Watcher, <-chan string) {
+	t.Helper()
 	got := make(chan string, 10)
-	w, err := f.d.Watch(func(key string) { got <- key })
+	w, err := d.Watch(func(key string) { got <- key })
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer w.Close()
+	t.Cleanup(func() { _ = w.Close() })
+	return w, got
+}
+
+func TestNotifications(t *testing.T) {
+	f := newFixture(t)
+	w, got := watchAll(t, f.d)
 	for _, k := range []string{"expired", "released", "forced"} {
 		if err := w.Add(f.ctx, k); err != nil {
 			t.Fatal(err)
@@ -108,12 +118,7 @@ func TestCloseWaitsForCallback(t *testing.T) {
 
 func TestAddRemoveCounted(t *testing.T) {
 	f := newFixture(t)
-	got := make(chan string, 10)
-	w, err := f.d.Watch(func(key string) { got <- key })
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
+	w, got := watchAll(t, f.d)
 	for range 2 {
 		if err := w.Add(f.ctx, "k"); err != nil {
 			t.Fatal(err)

@@ -235,6 +235,18 @@ func TestRunJobControl(t *testing.T) {
 	t.Parallel()
 	url, rdb := server(t)
 
+	// ctrlZ sends dlock SIGTSTP and waits until both the command's shell
+	// (pid sh) and dlock are stopped; SIGCONT undoes it at the end.
+	ctrlZ := func(t *testing.T, p *proc, sh int) {
+		t.Helper()
+		t.Cleanup(func() { _ = p.cmd.Process.Signal(syscall.SIGCONT) })
+		if err := p.cmd.Process.Signal(syscall.SIGTSTP); err != nil {
+			t.Fatal(err)
+		}
+		waitState(t, sh, 'T', false, 5*time.Second)
+		waitState(t, p.cmd.Process.Pid, 'T', false, 5*time.Second)
+	}
+
 	t.Run("resumed in time", func(t *testing.T) {
 		t.Parallel()
 		dir := t.TempDir()
@@ -243,12 +255,7 @@ func TestRunJobControl(t *testing.T) {
 		p := start(t, url, "run", "--ttl", "10s", "jc-resumed", "--", "sh", "-c",
 			`echo $$ > `+shFile+`; exec sleep 60`)
 		sh := pidFile(t, shFile)
-		t.Cleanup(func() { _ = p.cmd.Process.Signal(syscall.SIGCONT) })
-		if err := p.cmd.Process.Signal(syscall.SIGTSTP); err != nil {
-			t.Fatal(err)
-		}
-		waitState(t, sh, 'T', false, 5*time.Second)
-		waitState(t, p.cmd.Process.Pid, 'T', false, 5*time.Second)
+		ctrlZ(t, p, sh)
 		if err := p.cmd.Process.Signal(syscall.SIGCONT); err != nil {
 			t.Fatal(err)
 		}
@@ -269,12 +276,7 @@ func TestRunJobControl(t *testing.T) {
 		p := start(t, url, "run", "--ttl", "300ms", "--grace", "300ms", "jc-expired", "--", "sh", "-c",
 			`echo $$ > `+shFile+`; exec sleep 60`)
 		sh := pidFile(t, shFile)
-		t.Cleanup(func() { _ = p.cmd.Process.Signal(syscall.SIGCONT) })
-		if err := p.cmd.Process.Signal(syscall.SIGTSTP); err != nil {
-			t.Fatal(err)
-		}
-		waitState(t, sh, 'T', false, 5*time.Second)
-		waitState(t, p.cmd.Process.Pid, 'T', false, 5*time.Second)
+		ctrlZ(t, p, sh)
 		// Stopped, dlock no longer renews: the lock expires, and the
 		// command must still be stopped once it has.
 		deadline := time.Now().Add(10 * time.Second)
