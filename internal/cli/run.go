@@ -62,6 +62,11 @@ const runGrace = 5 * time.Second
 // even when a server accepts connections and never answers.
 const attemptTimeout = 500 * time.Millisecond
 
+// unresponsiveCloseWait is how long dlock waits for Close after the store
+// did not answer an acquisition: what the attempt may have taken expires
+// with its TTL, and Close would retry its release for seconds.
+const unresponsiveCloseWait = 100 * time.Millisecond
+
 // releaseTimeout bounds the final Unlock: a store that does not answer
 // only delays others until the TTL runs out.
 const releaseTimeout = 5 * time.Second
@@ -91,12 +96,19 @@ func runCommand(ctx context.Context, s *invocation, o *runOptions, args []string
 	if err != nil {
 		return err
 	}
-	abandoned := false
+	abandoned, unresponsive := false, false
 	defer func() {
-		// An abandoned lease (a signal during --min-hold) must stay in
-		// the store until its TTL runs out: Close would release it. The
-		// process exits right after Main returns.
-		if !abandoned {
+		switch {
+		case abandoned:
+			// An abandoned lease (a signal during --min-hold) must stay
+			// in the store until its TTL runs out: Close would release
+			// it. The process exits right after Main returns.
+		case unresponsive:
+			// Close would try, for seconds, to release what an
+			// unanswered attempt may have taken; that expires with its
+			// TTL anyway, and the user asked not to wait.
+			closeWithin(client, unresponsiveCloseWait)
+		default:
 			_ = client.Close()
 		}
 	}()
@@ -109,7 +121,9 @@ func runCommand(ctx context.Context, s *invocation, o *runOptions, args []string
 
 	lease, err := acquire(ctx, client, key, *o.ttl, *o.wait, sigs)
 	if err != nil {
-		return s.describeAcquireError(ctx, client, key, o, err)
+		err = s.badDatabase(s.describeAcquireError(ctx, client, key, o, err))
+		unresponsive = errors.As(err, new(noAnswerError))
+		return err
 	}
 	sv := &supervisor{env: s.env, lease: lease, argv: argv, grace: *o.grace, sigs: sigs,
 		holdUntil: time.Now().Add(*o.minHold)}
@@ -208,3 +222,19 @@ func (e noAnswerError) Error() string {
 func (e noAnswerError) Unwrap() error { return dlock.ErrBackend }
 
 func noAnswer(within time.Duration) error { return noAnswerError{within} }
+
+// closeWithin closes c, waiting at most d; Close goes on in the background
+// (bounded by the Client's own limits) if the process does not exit first.
+func closeWithin(c *dlock.Client, d time.Duration) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = c.Close()
+	}()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+	}
+}
