@@ -155,6 +155,7 @@ func findCommand(name string) *command {
 func (s *invocation) start(c *command) runFunc {
 	s.cmd = c
 	s.flags = newFlagSet(c.name)
+	s.flags.envOff = c.noEnv
 	if c.name != "completion" && c.name != "version" {
 		s.flags.add(s.redisSpec())
 	}
@@ -253,11 +254,7 @@ var errHelp = errors.New("help shown")
 // parse parses the subcommand's flags (and, unless the command reads
 // none, the environment); --help prints usage and yields errHelp.
 func (s *invocation) parse(args []string) error {
-	getenv := s.env.Getenv
-	if s.cmd.noEnv {
-		getenv = nil
-	}
-	if err := s.flags.applyEnv(getenv); err != nil {
+	if err := s.flags.applyEnv(s.env.Getenv); err != nil {
 		return err
 	}
 	return s.parseArgs(args)

@@ -217,7 +217,7 @@ func fishCompletion(spec []compCommand) string {
 		}
 	}
 	b.WriteString("complete -c dlock -n '__fish_seen_subcommand_from completion' -a 'bash zsh fish'\n")
-	b.WriteString("complete -c dlock -n '__fish_seen_subcommand_from run; and contains -- -- (commandline -opc)' -a '(__fish_complete_subcommand --fcs-skip=2)'\n")
+	b.WriteString("complete -c dlock -n '__fish_seen_subcommand_from run; and contains -- -- (commandline -opc)' -a '(__fish_complete_command)'\n")
 	return b.String()
 }
 

@@ -48,6 +48,7 @@ type flagSet struct {
 	cmd     string
 	fs      *flag.FlagSet
 	specs   []*flagSpec
+	envOff  bool  // the command reads no variables
 	badFlag error // the first bad value seen, with its flag's name
 }
 
@@ -175,7 +176,7 @@ func (f *flagSet) parse(args []string, getenv func(string) string) error {
 
 func (f *flagSet) applyEnv(getenv func(string) string) error {
 	for _, s := range f.specs {
-		if !s.env || getenv == nil {
+		if !s.env || f.envOff || getenv == nil {
 			continue
 		}
 		v := getenv(envName(s.name))
@@ -242,7 +243,7 @@ func (f *flagSet) writeHelp(w io.Writer) {
 		if s.def != "" {
 			notes = append(notes, "default "+s.def)
 		}
-		if s.env {
+		if s.env && !f.envOff {
 			notes = append(notes, "$"+envName(s.name))
 		}
 		extra := ""

@@ -12,47 +12,6 @@ import (
 	"github.com/dlockio/dlock"
 )
 
-const runUsage = `Usage: dlock run [--ttl D] [--wait D] [--grace D] [--meta TEXT] KEY -- COMMAND [ARGS...]
-
-Acquires the lock KEY, runs COMMAND with DLOCK_KEY and DLOCK_TOKEN (the
-fencing token, decimal) added to its environment, keeps the lock renewed
-while COMMAND runs, and releases it when COMMAND exits.
-
-Flags may come before or after KEY, but all before the "--"; everything
-after the "--" is COMMAND. Without "--", flags must precede KEY.
-
-COMMAND runs in its own process group. SIGINT, SIGTERM and SIGHUP sent to
-dlock are forwarded to that group. When COMMAND exits, whatever it left
-running in the group (a job started with &) gets SIGTERM, and SIGKILL
-after --grace; the lock is released only once the group is empty. A
-process that leaves the group (setsid, setpgid) is not followed.
-(Being outside the terminal's foreground group, COMMAND cannot read from a
-terminal; Ctrl-C still reaches it through dlock.) A signal that arrives
-while dlock waits for the lock ends the wait with status 128+N.
-
-If the lock is lost while COMMAND runs (it expired during a network outage,
-or an operator ran 'dlock unlock --force'), the whole group gets SIGTERM at
-once and SIGKILL after --grace, and dlock exits 76.
-
-If dlock itself dies (SIGKILL, an OOM kill, a crash) while COMMAND runs,
-COMMAND's group is killed too: on Linux the kernel sends COMMAND SIGKILL
-(a parent-death signal), and on every Unix a small /bin/sh watcher, in a
-process group of its own, sends the whole group SIGKILL. The lock is then
-not released; it expires after --ttl.
-
-Ctrl-Z (SIGTSTP) stops COMMAND's group with SIGSTOP, then dlock. Stopped,
-dlock does not renew, so the lock may expire, but nothing of COMMAND runs.
-On SIGCONT (fg, bg) COMMAND resumes if the lock is still held; if it was
-lost, the group is ended as for any lost lock. Not covered: SIGSTOP sent to
-dlock alone, and a COMMAND stopped by SIGTTIN for reading the terminal
-(dlock keeps the lock): give such a COMMAND stdin from elsewhere.
-
-Exit status: COMMAND's own (128+N if it died by signal N) when it ran to the
-end under the lock; 64 usage error; 69 Redis unreachable; 75 not acquired
-within --wait; 76 lock lost while COMMAND ran; 126/127 COMMAND could not be
-executed / was not found.
-`
-
 // runGrace is the default time between SIGTERM and SIGKILL after a loss.
 const runGrace = 5 * time.Second
 

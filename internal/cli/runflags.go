@@ -26,6 +26,11 @@ type runOptions struct {
 // flock(1); consul lock's "-n N" (N permits) is spelled --permits here,
 // a name kept for that (see docs/cli.md).
 func defineRun(f *flagSet) runFunc {
+	o := declareRunFlags(f)
+	return func(ctx context.Context, s *invocation, args []string) error { return runCommand(ctx, s, o, args) }
+}
+
+func declareRunFlags(f *flagSet) *runOptions {
 	o := &runOptions{}
 	o.ttl = f.duration("ttl", "", dlock.DefaultTTL, true,
 		"lock time-to-live; renewed every TTL/3 while COMMAND runs, it bounds how long a killed dlock blocks others")
@@ -44,7 +49,7 @@ func defineRun(f *flagSet) runFunc {
 	o.shell = f.str("command", "c", "STRING", "run STRING with /bin/sh -c instead of a COMMAND after -- (flock -c)", "")
 	f.noEnv()
 	o.verbose = f.boolean("verbose", "v", "log renewal failures to stderr")
-	return func(ctx context.Context, s *invocation, args []string) error { return runCommand(ctx, s, o, args) }
+	return o
 }
 
 // nowaitValue is -n: it sets --wait to 0, so that -n and --wait are one
