@@ -64,8 +64,8 @@ func runCommand(ctx context.Context, s *invocation, o *runOptions, args []string
 			// it. The process exits right after Main returns.
 		case unresponsive:
 			// Close would try, for seconds, to release what an
-			// unanswered attempt may have taken; that expires with its
-			// TTL anyway, and the user asked not to wait.
+			// unanswered attempt may have taken from a store that is
+			// failing; that expires with its TTL anyway.
 			closeWithin(client, unresponsiveCloseWait)
 		default:
 			_ = client.Close()
@@ -81,7 +81,7 @@ func runCommand(ctx context.Context, s *invocation, o *runOptions, args []string
 	lease, err := acquire(ctx, client, key, *o.ttl, *o.wait, sigs)
 	if err != nil {
 		err = s.badDatabase(s.describeAcquireError(ctx, client, key, o, err))
-		unresponsive = errors.As(err, new(noAnswerError))
+		unresponsive = errors.Is(err, dlock.ErrBackend)
 		return err
 	}
 	sv := &supervisor{env: s.env, lease: lease, argv: argv, grace: *o.grace, sigs: sigs,
