@@ -69,8 +69,9 @@ func TestRunMinHoldKilled(t *testing.T) {
 	p.wait(5 * time.Second)
 	killed := time.Now()
 	left := rdb.PTTL(context.Background(), lockKey("killed-window")).Val()
-	// Renewal round trips on loopback take well under the 100ms margin.
-	if left < ttl*2/3-100*time.Millisecond || left > ttl {
+	// A renewal's round trip on loopback, and its scheduling under -race
+	// on a busy machine, fit well in the 250ms margin.
+	if left < ttl*2/3-250*time.Millisecond || left > ttl {
 		t.Fatalf("lock TTL left just after the kill: %v, want between 2/3 of %v and %v", left, ttl, ttl)
 	}
 	if code, _, stderr := dlock(t, url, "run", "-n", "killed-window", "--", "true"); code != 75 {

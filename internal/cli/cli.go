@@ -180,7 +180,7 @@ func (s *invocation) mainUsage(w io.Writer) {
 	for _, c := range commands() {
 		fmt.Fprintf(&b, "  %-10s %s\n", c.name, c.summary)
 	}
-	b.WriteString("\nRun 'dlock COMMAND --help' for a command's flags. Flags come before arguments.\n")
+	b.WriteString("\nRun 'dlock COMMAND --help' for a command's flags. Flags come before arguments\n(run: before the \"--\"). See docs/cli.md for the flock/consul lock comparison.\n")
 	b.WriteString(envHelp)
 	b.WriteString(redisHelp)
 	b.WriteString(exitHelp)
@@ -214,12 +214,14 @@ const exitHelp = `
 Exit status:
   0   success (run: the command's own status, 128+N if it died by signal N)
   1   status, unlock: the lock is not held
-  64  usage error: flags, arguments, durations, TTL or URL
-  69  Redis unreachable or failing
+  64  usage error: flags, variables, arguments, durations, TTL or URL
+      (also a database number the server does not have)
+  69  Redis unreachable, failing or not answering in time
   70  internal error
   75  run: lock not acquired within --wait (-E CODE changes it)
   76  run: lock lost while the command ran (the command was terminated)
   126, 127  run: the command could not be executed / was not found
+  128+N     run: signal N while waiting for the lock or during --min-hold
 `
 
 // redisFlag is --redis; set records whether it was given explicitly (the

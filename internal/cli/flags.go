@@ -164,16 +164,10 @@ func (f *flagSet) integer(name, short string, def, lo, hi int, usage string) *in
 // which a variable left in the environment must not supply.
 func (f *flagSet) noEnv() { f.specs[len(f.specs)-1].env = false }
 
-// parse applies the environment, then the command line (so that the
-// command line wins), and returns the usage error for a bad value, an
-// unknown flag or a missing value. --help yields flag.ErrHelp.
-func (f *flagSet) parse(args []string, getenv func(string) string) error {
-	if err := f.applyEnv(getenv); err != nil {
-		return err
-	}
-	return f.parseArgs(args)
-}
-
+// applyEnv sets every flag that has a variable from it (unless the
+// command reads none); parsing the command line afterwards lets a flag
+// win over its variable. A bad value is a usage error naming the
+// variable.
 func (f *flagSet) applyEnv(getenv func(string) string) error {
 	for _, s := range f.specs {
 		if !s.env || f.envOff || getenv == nil {

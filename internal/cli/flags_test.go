@@ -87,6 +87,10 @@ func TestRunFlagPrecedence(t *testing.T) {
 }
 
 func TestRunShellForm(t *testing.T) {
+	// "-n 3" is refused, but "--meta -n 3" is a meta text and a KEY.
+	if o, key, _, err := runFlags(t, nil, "--meta", "-n", "3", "--", "true"); err != nil || key != "3" || *o.meta != "-n" {
+		t.Errorf("--meta -n 3: key %q, %v", key, err)
+	}
 	for _, args := range [][]string{
 		{"-c", "echo hi", "k"},
 		{"k", "-c", "echo hi"},

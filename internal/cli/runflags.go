@@ -77,7 +77,7 @@ func (v nowaitValue) Set(s string) error {
 // no COMMAND. Either way a flag is never taken for COMMAND, nor the first
 // word of COMMAND for KEY.
 func (s *invocation) parseRunArgs(o *runOptions, args []string) (key string, argv []string, err error) {
-	if err := refuseNumericAfterN(args); err != nil {
+	if err := refuseNumericAfterN(s.flags, args); err != nil {
 		return "", nil, err
 	}
 	head, tail, dashed := splitAtTerminator(s.flags, args)
@@ -129,10 +129,15 @@ func (s *invocation) parseRunArgs(o *runOptions, args []string) (key string, arg
 
 // refuseNumericAfterN rejects "-n 3", consul lock's "3 permits": here -n
 // takes no value, so 3 would silently become the KEY.
-func refuseNumericAfterN(args []string) error {
-	for i, a := range args {
+func refuseNumericAfterN(f *flagSet, args []string) error {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
 		if a == "--" {
 			return nil
+		}
+		if f.takesValue(a) {
+			i++ // a value, such as --meta -n
+			continue
 		}
 		if a == "-n" && i+1 < len(args) && isDecimal(args[i+1]) {
 			return usageErrorf("-n takes no value: it is flock's no-wait (--wait 0), and %q would be the KEY; "+

@@ -54,7 +54,7 @@ window is held by this dlock process, so:
   - killed (SIGKILL, OOM) during the hold, dlock does not release: the lock
     stays until its TTL runs out, counted from the last renewal; while
     renewals succeed that is at least 2/3 of --ttl (renewals come every
-    TTL/3) and at most --ttl after the kill. Use --ttl >= 1.5 x --min-hold
+    TTL/3; less a renewal's round trip) and at most --ttl after the kill. Use --ttl >= 1.5 x --min-hold
     for the window to survive a kill at any moment (a killed dlock then
     also blocks others that long);
   - SIGINT, SIGTERM or SIGHUP during the hold ends it the same way: dlock
