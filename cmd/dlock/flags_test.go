@@ -176,6 +176,9 @@ func TestStoreThatNeverAnswers(t *testing.T) {
 			t.Errorf("%q: status %d, want 69 with \"no answer\" or a timeout; stderr %q", tc.args, code, stderr)
 		}
 		oneLine(t, stderr)
+		if n := strings.Count(stderr, tc.args[0]+":"); n != 1 {
+			t.Errorf("%q: %q names the command %d times", tc.args, stderr, n)
+		}
 		if took > tc.bound {
 			t.Errorf("%q: took %v, want at most %v", tc.args, took, tc.bound)
 		}
