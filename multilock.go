@@ -35,8 +35,9 @@ func (c *Client) TryLockAll(ctx context.Context, keys []string, opts ...LockOpti
 // round trip that takes all of them or none, and a busy attempt waits for
 // a release of any of the keys, holding nothing. Otherwise the locks are
 // taken one by one in sorted order, so callers naming the same keys in
-// any order never deadlock; locks taken before a failure (ctx ending, a
-// backend error) are released before LockAll returns.
+// any order never deadlock; locks taken before a failure (a backend
+// error, ctx ending) are released before LockAll returns — or, when ctx
+// has ended, right after it, in the background.
 //
 // Keys must be distinct and at most the driver's batch size (Redis:
 // 1,000); an empty list is an invalid argument. LockAll does not nest: if
