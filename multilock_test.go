@@ -314,3 +314,54 @@ func TestLockAllAPI(t *testing.T) {
 		t.Fatal("Done open after Close")
 	}
 }
+
+// One by one, a lock taken earlier that is lost while LockAll waits for a
+// later one fails LockAll with ErrLockLost, and the rest is released.
+func TestLockAllLostWhileWaiting(t *testing.T) {
+	store := memdriver.New()
+	a, err := dlock.New(oneByOne{store}, dlock.WithLogger(quietLogger()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b := newMemLocker(t, store.Connect())
+	ctx := ctxTimeout(t, 10*time.Second)
+	busy, err := b.Lock(ctx, "c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 1)
+	go func() {
+		_, err := a.LockAll(ctx, []string{"c", "a"}, dlock.WithTTL(300*time.Millisecond))
+		got <- err
+	}()
+	for { // wait until LockAll holds a (and so waits for c)
+		info, ok, err := store.Inspect(ctx, "a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok && info.Token > 0 {
+			break
+		}
+		select {
+		case <-time.After(time.Millisecond): // polling the store for the waiter's progress
+		case <-ctx.Done():
+			t.Fatal("LockAll never took a")
+		}
+	}
+	if _, ok, err := store.ForceRelease(ctx, "a"); !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	select {
+	case err := <-got:
+		if !errors.Is(err, dlock.ErrLockLost) {
+			t.Fatalf("LockAll after losing a while waiting for c: %v, want ErrLockLost", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("LockAll kept waiting after a was lost")
+	}
+	checkFree(t, b, "a")
+	if busy.Err() != nil {
+		t.Fatal(busy.Err())
+	}
+}

@@ -306,3 +306,29 @@ func TestReentrantEdges(t *testing.T) {
 		t.Fatalf("Lock under an ended lease's values: %v", err)
 	}
 }
+
+// Close ends nested holds with the outer lease: ErrClosed.
+func TestReentrantClose(t *testing.T) {
+	c, err := dlock.New(memdriver.New(), dlock.WithLogger(quietLogger()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxTimeout(t, 5*time.Second)
+	outer, err := c.Lock(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	inner, err := c.Lock(outer.Context(), "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(inner.Err(), dlock.ErrClosed) {
+		t.Fatalf("nested Err after Close: %v", inner.Err())
+	}
+	if err := inner.Unlock(ctx); !errors.Is(err, dlock.ErrClosed) {
+		t.Fatalf("nested Unlock after Close: %v, want ErrClosed", err)
+	}
+}
