@@ -365,3 +365,33 @@ func TestLockAllLostWhileWaiting(t *testing.T) {
 		t.Fatal(busy.Err())
 	}
 }
+
+// A reply lost after the store granted every lock: LockAll reports the
+// backend error, and what the store granted is released, not left to its
+// TTL.
+func TestLockAllLostReplyReleased(t *testing.T) {
+	store := memdriver.New()
+	a, b := newMemLocker(t, store), newMemLocker(t, store.Connect())
+	ctx := ctxTimeout(t, 10*time.Second)
+	errLost := errors.New("reply lost")
+	var once sync.Once
+	store.SetFaultAfter(func(_ context.Context, op string) error {
+		var err error
+		if op == memdriver.OpAcquireAll {
+			once.Do(func() { err = errLost })
+		}
+		return err
+	})
+	if _, err := a.LockAll(ctx, []string{"r", "s"}); !errors.Is(err, dlock.ErrBackend) || !errors.Is(err, errLost) {
+		t.Fatalf("LockAll with its reply lost: %v", err)
+	}
+	for _, k := range []string{"r", "s"} { // released in the background: b is woken
+		quick, cancel := context.WithTimeout(ctx, 5*time.Second)
+		l, err := b.Lock(quick, k)
+		cancel()
+		if err != nil {
+			t.Fatalf("%s after a lost reply: %v (held for its 30 s TTL?)", k, err)
+		}
+		_ = l.Unlock(ctx)
+	}
+}
