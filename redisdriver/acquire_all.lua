@@ -9,10 +9,23 @@
 -- {i, PTTL of lock i} (PTTL is TTL_UNKNOWN when not asked for).
 local n = #KEYS / 2
 local vals = redis.call('MGET', unpack(KEYS)) -- lock i at 2i-1, its last at 2i
+-- The queue markers (queue_lib.lua), in one more MGET: a name with queued
+-- leases (fair waiters, readers, permits) is not free, as in acquire.lua.
+local markers = {}
+for i = 1, n do
+  markers[i] = KEYS[2 * i - 1] .. ':q'
+end
+local queued = redis.call('MGET', unpack(markers))
 
 for i = 1, n do
   local v = vals[2 * i - 1]
-  if v and not owns(v, ARGV[3 * i - 1]) then
+  local byQueue = false
+  if not v and queued[i] then
+    local Q = queue_lib()
+    local now, t = Q.now_ms()
+    byQueue = Q.settle(Q.keys(KEYS[2 * i - 1]), now, t) or redis.call('EXISTS', KEYS[2 * i - 1]) == 1
+  end
+  if byQueue or (v and not owns(v, ARGV[3 * i - 1])) then
     -- Busy. Locks of ours are an earlier try of this same request whose
     -- reply was lost, partly undone since (one of its locks expired and
     -- was taken): release them as release.lua does, so that nothing of a
@@ -24,7 +37,7 @@ for i = 1, n do
       end
     end
     local pttl = __TTL_UNKNOWN__
-    if ARGV[1] == '1' then
+    if ARGV[1] == '1' and not byQueue then
       pttl = redis.call('PTTL', KEYS[2 * i - 1])
     end
     return {i, pttl}
