@@ -8,19 +8,22 @@
 -- string: a table reply costs Redis more); when busy, the table
 -- {i, PTTL of lock i} (PTTL is TTL_UNKNOWN when not asked for).
 local n = #KEYS / 2
-local vals = redis.call('MGET', unpack(KEYS)) -- lock i at 2i-1, its last at 2i
--- The queue markers (queue_lib.lua), in one more MGET: a name with queued
--- leases (fair waiters, readers, permits) is not free, as in acquire.lua.
-local markers = {}
-for i = 1, n do
-  markers[i] = KEYS[2 * i - 1] .. ':q'
+-- With the locks and their last releases, the same MGET reads the queue
+-- markers (queue_lib.lua): a name with queued leases (fair waiters,
+-- readers, permits) is not free, as in acquire.lua.
+local names = {}
+for i = 1, #KEYS do
+  names[i] = KEYS[i]
 end
-local queued = redis.call('MGET', unpack(markers))
+for i = 1, n do
+  names[2 * n + i] = KEYS[2 * i - 1] .. ':q'
+end
+local vals = redis.call('MGET', unpack(names)) -- lock i at 2i-1, its last at 2i, its marker at 2n+i
 
 for i = 1, n do
   local v = vals[2 * i - 1]
   local byQueue = false
-  if not v and queued[i] then
+  if not v and vals[2 * n + i] then
     local Q = queue_lib()
     local now, t = Q.now_ms()
     byQueue = Q.settle(Q.keys(KEYS[2 * i - 1]), now, t) or redis.call('EXISTS', KEYS[2 * i - 1]) == 1
