@@ -26,18 +26,18 @@ const workerEnv = "SQLONCE_FAULT_WORKER"
 
 // workerConfig is what the harness hands a worker process.
 type workerConfig struct {
-	Name    string        `json:"name"`
-	Redis   string        `json:"redis"`
-	DSN     string        `json:"dsn"`
-	Orders  []string      `json:"orders"`
-	HoldAt  string        `json:"hold_at,omitempty"` // after this order's effect, wait for a line on stdin
+	Name   string   `json:"name"`
+	Redis  string   `json:"redis"`
+	DSN    string   `json:"dsn"`
+	Orders []string `json:"orders"`
+	HoldAt string   `json:"hold_at,omitempty"` // after this order's effect, wait for a line on stdin
 	// IgnoreLease runs the transaction on a context that does not end with
 	// the lease, as careless code would: only the store's token check then
 	// stands between a resumed worker and a second shipment.
-	IgnoreLease bool `json:"ignore_lease,omitempty"`
-	TTL     time.Duration `json:"ttl"`
-	GiveUp  time.Duration `json:"give_up"`
-	Backoff time.Duration `json:"backoff"`
+	IgnoreLease bool          `json:"ignore_lease,omitempty"`
+	TTL         time.Duration `json:"ttl"`
+	GiveUp      time.Duration `json:"give_up"`
+	Backoff     time.Duration `json:"backoff"`
 }
 
 // Worker events, one JSON line each on stdout.
