@@ -10,6 +10,7 @@ import (
 	"github.com/dlockio/dlock"
 	"github.com/dlockio/dlock/fence"
 	"github.com/dlockio/dlock/fence/redisfence"
+	"github.com/dlockio/dlock/once"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -94,6 +95,9 @@ func (r *incidentRun) process(ctx context.Context, in *incidentInstance, order s
 	case errors.Is(err, fence.ErrStaleToken):
 		r.p.printf("%s: %s: the store refused %s's stale charge: %v", r.label, order, in.name, err)
 		r.count(func(c *IncidentColumn) { c.StaleRejected++ })
+		if errors.Is(err, once.ErrClaimLost) {
+			r.count(func(c *IncidentColumn) { c.StaleRecordsRefused++ })
+		}
 	case err != nil:
 		return err
 	case pause != nil:
@@ -106,6 +110,15 @@ func (r *incidentRun) process(ctx context.Context, in *incidentInstance, order s
 	n, err := in.store.(chargeCounter).charges(ctx, order)
 	if err != nil {
 		return err
+	}
+	if rc, ok := in.store.(recordChecker); ok && pause != nil {
+		stored, err := rc.completed(ctx, order)
+		if err != nil {
+			return err
+		}
+		if stored {
+			r.count(func(c *IncidentColumn) { c.Records++ })
+		}
 	}
 	if pause != nil { // A is last: the order's final count
 		r.count(func(c *IncidentColumn) {
