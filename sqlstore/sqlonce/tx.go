@@ -48,7 +48,10 @@ func DoTx(ctx context.Context, p *once.Processor, db *sql.DB, key string, payloa
 		if errors.Is(err, once.ErrClaimLost) {
 			return once.Result{}, err
 		}
-		if ferr := c.Fail(context.WithoutCancel(ctx)); ferr != nil && !errors.Is(ferr, once.ErrClaimLost) {
+		// Record the failure, so the next delivery runs the work again.
+		// Refused (ErrClaimLost) when a newer worker has the key: the
+		// joined error says so.
+		if ferr := c.Fail(context.WithoutCancel(ctx)); ferr != nil {
 			return once.Result{}, errors.Join(err, ferr)
 		}
 		return once.Result{}, err
