@@ -2,7 +2,10 @@ module github.com/dlockio/dlock/sqlstore
 
 go 1.26
 
-require github.com/jackc/pgx/v5 v5.12.0
+require (
+	github.com/dlockio/dlock v0.0.0-00010101000000-000000000000
+	github.com/jackc/pgx/v5 v5.12.0
+)
 
 require (
 	github.com/jackc/pgpassfile v1.0.0 // indirect
