@@ -4,6 +4,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/dlockio/dlock/internal/proctest"
 )
 
 // The fault tests run real worker processes (this test binary, re-executed)
@@ -13,7 +15,9 @@ import (
 
 const patience = 20 * time.Second
 
-func isKind(k string) func(workerEvent) bool { return func(e workerEvent) bool { return e.K == k } }
+func isKind(k string) func(proctest.Event) bool {
+	return func(e proctest.Event) bool { return e.K == k }
+}
 
 // pauseWorkers stops a worker right after its fenced read for longer than
 // its TTL, until another worker has committed, then lets it write. It
@@ -23,17 +27,17 @@ func pauseWorkers(t *testing.T, r *faultRun, faults int) (effective, refused int
 	t.Helper()
 	from := 0
 	for range faults {
-		read, next, ok := r.waitFor(from, patience, isKind("read"))
+		read, next, ok := r.WaitFor(from, patience, isKind("read"))
 		if !ok {
 			t.Fatal("no worker read")
 		}
-		r.signal(read.W, syscall.SIGSTOP)
-		_, rival, ok := r.waitFor(next, patience, func(e workerEvent) bool { return e.K == "commit" && e.W != read.W })
-		r.signal(read.W, syscall.SIGCONT)
+		r.Signal(read.W, syscall.SIGSTOP)
+		_, rival, ok := r.WaitFor(next, patience, func(e proctest.Event) bool { return e.K == "commit" && e.W != read.W })
+		r.Signal(read.W, syscall.SIGCONT)
 		if !ok {
 			t.Fatalf("no other worker committed while %s was stopped", read.W)
 		}
-		out, after, ok := r.waitFor(next, patience, func(e workerEvent) bool {
+		out, after, ok := r.WaitFor(next, patience, func(e proctest.Event) bool {
 			return e.W == read.W && e.I == read.I && (e.K == "stale" || e.K == "commit" || e.K == "err")
 		})
 		if !ok {
@@ -62,7 +66,7 @@ func TestFaultPausedWorker(t *testing.T) {
 			r.spawn(iters)
 		}
 		effective, refused := pauseWorkers(t, r, faults)
-		r.awaitWorkers(2 * patience)
+		r.Await(2 * patience)
 		res := r.result(testCtx(t))
 		res.checkFenced(t)
 		if effective == 0 || refused != effective {
@@ -78,7 +82,7 @@ func TestFaultPausedWorker(t *testing.T) {
 			r.spawn(iters)
 		}
 		effective, _ := pauseWorkers(t, r, faults)
-		r.awaitWorkers(2 * patience)
+		r.Await(2 * patience)
 		res := r.result(testCtx(t))
 		t.Logf("%+v", res)
 		if effective > 0 && res.staleAccepted+res.lostUpdates == 0 {
@@ -102,16 +106,16 @@ func TestFaultKilledWorker(t *testing.T) {
 	killed := map[[2]any]bool{}
 	from := 0
 	for range faults {
-		w, next, ok := r.waitFor(from, patience, isKind("write"))
+		w, next, ok := r.WaitFor(from, patience, isKind("write"))
 		if !ok {
 			t.Fatal("no worker wrote")
 		}
-		r.signal(w.W, syscall.SIGKILL)
+		r.Signal(w.W, syscall.SIGKILL)
 		killed[[2]any{w.W, w.I}] = true
 		r.spawn(2)
 		from = next
 	}
-	r.awaitWorkers(2 * patience)
+	r.Await(2 * patience)
 	ctx := testCtx(t)
 	res := r.result(ctx)
 	res.checkFenced(t)
@@ -140,7 +144,7 @@ func TestFaultDatabaseRestart(t *testing.T) {
 	}
 	from := 0
 	for f, kill := range []bool{false, true} {
-		_, next, ok := r.waitFor(from, patience, isKind("commit"))
+		_, next, ok := r.WaitFor(from, patience, isKind("commit"))
 		if !ok {
 			t.Fatalf("fault %d: no commit", f)
 		}
@@ -151,23 +155,21 @@ func TestFaultDatabaseRestart(t *testing.T) {
 		from = next
 	}
 	// The workers notice, retry and go on committing.
-	if _, _, ok := r.waitFor(from, patience, isKind("commit")); !ok {
+	if _, _, ok := r.WaitFor(from, patience, isKind("commit")); !ok {
 		t.Fatal("no commit after the restarts")
 	}
-	r.awaitWorkers(3 * patience)
+	r.Await(3 * patience)
 	res := r.result(testCtx(t))
 	res.checkFenced(t)
 	if res.writes == 0 {
 		t.Error("nothing committed")
 	}
-	r.mu.Lock()
 	errs := 0
-	for _, e := range r.events {
+	for _, e := range r.Events() {
 		if e.K == "err" {
 			errs++
 		}
 	}
-	r.mu.Unlock()
 	if errs == 0 {
 		t.Error("no worker saw the database go away: the restarts proved nothing")
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/dlockio/dlock"
 	"github.com/dlockio/dlock/fence"
+	"github.com/dlockio/dlock/internal/proctest"
 	"github.com/dlockio/dlock/redisdriver"
 	"github.com/dlockio/dlock/sqlstore/sqlfence"
 	_ "github.com/jackc/pgx/v5/stdlib"
@@ -34,7 +35,7 @@ type workerConfig struct {
 	Unfenced bool `json:"unfenced,omitempty"`
 }
 
-// Worker events, one JSON line each on stdout:
+// Worker events (proctest.Event, one JSON line each on stdout):
 //
 //	read   the fenced read returned V (tx 1 committed); the harness may pause here
 //	write  tx 2 updated the counter; COMMIT follows after cfg.Work
@@ -42,15 +43,6 @@ type workerConfig struct {
 //	stale  the fenced write was refused (ErrStaleToken); Lost as above
 //	err    a call failed (the database restarting, say); retried
 //	done   all iterations attempted
-type workerEvent struct {
-	K    string `json:"k"`
-	W    string `json:"w"`
-	I    int    `json:"i"` // iteration
-	Tok  uint64 `json:"tok,omitempty"`
-	V    int64  `json:"v,omitempty"`
-	Lost bool   `json:"lost,omitempty"`
-	Err  string `json:"err,omitempty"`
-}
 
 // fenceResource is the resource name every worker fences on.
 const fenceResource = "counter"
@@ -63,11 +55,7 @@ func workerMain(raw string) int {
 		fmt.Fprintln(os.Stderr, "worker config:", err)
 		return 2
 	}
-	enc := json.NewEncoder(os.Stdout)
-	emit := func(e workerEvent) {
-		e.W = cfg.Name
-		_ = enc.Encode(e) // stdout is unbuffered: one write per line
-	}
+	emit := proctest.Emitter(cfg.Name)
 	ctx := context.Background()
 	locker, err := redisdriver.Open("redis://"+cfg.Redis, dlock.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	if err != nil {
@@ -85,21 +73,21 @@ func workerMain(raw string) int {
 	for i, attempts := 0, 0; i < cfg.Iters && attempts < 20*cfg.Iters; attempts++ {
 		done, err := increment(ctx, locker, db, cfg, i, emit)
 		if err != nil {
-			emit(workerEvent{K: "err", I: i, Err: err.Error()})
+			emit(proctest.Event{K: "err", I: i, Err: err.Error()})
 			time.Sleep(20 * time.Millisecond) // the database may be restarting
 		}
 		if done {
 			i++
 		}
 	}
-	emit(workerEvent{K: "done"})
+	emit(proctest.Event{K: "done"})
 	return 0
 }
 
 // increment is one iteration: lock; tx 1 fences and reads the counter;
 // work; tx 2 fences again, writes counter+1 and logs the write; unlock. It
 // reports whether the iteration ended (committed or refused as stale).
-func increment(ctx context.Context, locker *dlock.Client, db *sql.DB, cfg workerConfig, i int, emit func(workerEvent)) (bool, error) {
+func increment(ctx context.Context, locker *dlock.Client, db *sql.DB, cfg workerConfig, i int, emit func(proctest.Event)) (bool, error) {
 	lease, err := locker.Lock(ctx, "job", dlock.WithTTL(cfg.TTL))
 	if err != nil {
 		return false, err
@@ -118,13 +106,13 @@ func increment(ctx context.Context, locker *dlock.Client, db *sql.DB, cfg worker
 		return tx.QueryRowContext(ctx, "SELECT v FROM counter WHERE id = 1").Scan(&v)
 	})
 	if errors.Is(err, fence.ErrStaleToken) {
-		emit(workerEvent{K: "stale", I: i, Tok: tok, Lost: lease.Err() != nil})
+		emit(proctest.Event{K: "stale", I: i, Tok: tok, Lost: lease.Err() != nil})
 		return true, nil
 	}
 	if err != nil {
 		return false, err
 	}
-	emit(workerEvent{K: "read", I: i, Tok: tok, V: v})
+	emit(proctest.Event{K: "read", I: i, Tok: tok, V: v})
 	time.Sleep(cfg.Work) // the work; a pause of the whole process lands here
 
 	// No lease check here on purpose: the process may have been paused
@@ -137,7 +125,7 @@ func increment(ctx context.Context, locker *dlock.Client, db *sql.DB, cfg worker
 			cfg.Name, i, int64(tok), v, v+1); err != nil {
 			return err
 		}
-		emit(workerEvent{K: "write", I: i, Tok: tok, V: v + 1})
+		emit(proctest.Event{K: "write", I: i, Tok: tok, V: v + 1})
 		// More work before COMMIT: a kill after "write" lands inside the
 		// transaction.
 		time.Sleep(cfg.Work)
@@ -146,12 +134,12 @@ func increment(ctx context.Context, locker *dlock.Client, db *sql.DB, cfg worker
 	lost := lease.Err() != nil
 	switch {
 	case errors.Is(err, fence.ErrStaleToken):
-		emit(workerEvent{K: "stale", I: i, Tok: tok, Lost: lost})
+		emit(proctest.Event{K: "stale", I: i, Tok: tok, Lost: lost})
 		return true, nil
 	case err != nil:
 		return false, err
 	}
-	emit(workerEvent{K: "commit", I: i, Tok: tok, V: v + 1, Lost: lost})
+	emit(proctest.Event{K: "commit", I: i, Tok: tok, V: v + 1, Lost: lost})
 	return true, nil
 }
 
