@@ -25,6 +25,9 @@ type faultRun struct {
 }
 
 func newFaultRun(t *testing.T, iters int, unfenced bool) *faultRun {
+	if testing.Short() {
+		t.Skip("fault injection with worker processes; skipped in -short mode")
+	}
 	pg := pgtest.Start(t)
 	db := pg.Open(t)
 	ctx := testCtx(t)
