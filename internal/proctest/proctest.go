@@ -163,6 +163,7 @@ func (h *Harness) Signal(name string, sig syscall.Signal) {
 	h.mu.Unlock()
 	if p == nil {
 		h.t.Fatalf("proctest: no worker %q", name)
+		return
 	}
 	if err := p.cmd.Process.Signal(sig); err != nil {
 		h.t.Errorf("proctest: signal %v to %s: %v", sig, name, err)
