@@ -83,8 +83,9 @@ type AcquireResult struct {
 
 // ReleaseRequest asks to release Key if it is still held by ID.
 type ReleaseRequest struct {
-	Key string
-	ID  string
+	Kind Kind // which primitive's lease; zero for the exclusive lock
+	Key  string
+	ID   string
 }
 
 // ReleaseResult is the outcome of one release.
@@ -103,9 +104,10 @@ const (
 
 // RenewRequest asks to extend Key to TTL if it is still held by ID.
 type RenewRequest struct {
-	Key string
-	ID  string
-	TTL time.Duration
+	Kind Kind // which primitive's lease; zero for the exclusive lock
+	Key  string
+	ID   string
+	TTL  time.Duration
 }
 
 // Driver is a lock store. Every method must be safe for concurrent use.
@@ -118,12 +120,14 @@ type Driver interface {
 	// Acquire makes one atomic attempt to take the lock and, on success,
 	// issue the next fencing token.
 	Acquire(ctx context.Context, req AcquireRequest) (AcquireResult, error)
-	// Release frees every lock of reqs still held by its ID, atomically per
-	// lock, and notifies waiters watching those keys. results[i] answers
+	// Release frees every lease of reqs still held by its ID, atomically per
+	// lease, and notifies waiters watching those keys. A request of a Kind
+	// the driver does not implement is an error matching ErrInvalid. results[i] answers
 	// reqs[i]. One call costs few round trips however many it carries.
 	Release(ctx context.Context, reqs []ReleaseRequest) (results []ReleaseResult, err error)
 	// Renew extends many leases at once. held[i] reports whether reqs[i] was
-	// still owned (and is now extended).
+	// still owned (and is now extended). A request of a Kind the driver does
+	// not implement is an error matching ErrInvalid.
 	Renew(ctx context.Context, reqs []RenewRequest) (held []bool, err error)
 	// Watch opens the client's single release-notification stream. onRelease
 	// is called (from one goroutine; it never blocks) with the key of every

@@ -233,3 +233,22 @@ func testContext(t *testing.T, h Harness) {
 	// A call given up on must not leave the driver unusable.
 	e.acquire(e.key("after"), ttl)
 }
+
+// testUnknownKind: Renew and Release refuse, with ErrInvalid, leases of a
+// kind no driver implements, and leave the lock of the same key and ID
+// alone.
+func testUnknownKind(t *testing.T, h Harness) {
+	e := newEnv(t, h)
+	ttl := e.ttl(longTTL)
+	l := e.acquire(e.key("held"), ttl)
+	bogus := driver.Kind(255)
+	_, err := e.d.Renew(e.ctx, []driver.RenewRequest{{Kind: bogus, Key: l.key, ID: l.id, TTL: ttl}})
+	if !errors.Is(err, driver.ErrInvalid) {
+		t.Errorf("Renew of a %v lease: %v, want an error matching driver.ErrInvalid", bogus, err)
+	}
+	_, err = e.d.Release(e.ctx, []driver.ReleaseRequest{{Kind: bogus, Key: l.key, ID: l.id}})
+	if !errors.Is(err, driver.ErrInvalid) {
+		t.Errorf("Release of a %v lease: %v, want an error matching driver.ErrInvalid", bogus, err)
+	}
+	e.releaseOne(l, driver.Released)
+}

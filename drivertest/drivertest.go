@@ -94,6 +94,7 @@ func Run(t *testing.T, h Harness) {
 			{"Keys", testKeys, true},
 			{"KeyChecker", testKeyChecker, true},
 			{"Context", testContext, true},
+			{"UnknownKind", testUnknownKind, true},
 		}},
 		{"Tokens", []subtest{
 			{"RestartEmpty", testRestartEmpty, false},

@@ -120,6 +120,14 @@ func (d *Driver) CheckKey(key string) error {
 }
 
 // checkID rejects owner ids the lock value format cannot carry.
+// checkKind rejects leases of primitives this driver does not implement.
+func checkKind(k driver.Kind) error {
+	if k != driver.KindLock {
+		return fmt.Errorf("%w: redisdriver: no %v leases", driver.ErrInvalid, k)
+	}
+	return nil
+}
+
 func checkID(id string) error {
 	if id == "" || strings.Contains(id, sep) {
 		return fmt.Errorf("%w: owner id %q (must be non-empty, without %q)", driver.ErrInvalid, id, sep)

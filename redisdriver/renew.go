@@ -14,6 +14,9 @@ func (d *Driver) Renew(ctx context.Context, reqs []driver.RenewRequest) ([]bool,
 		return nil, nil
 	}
 	for _, r := range reqs {
+		if err := checkKind(r.Kind); err != nil {
+			return nil, err
+		}
 		if err := checkID(r.ID); err != nil {
 			return nil, err
 		}

@@ -9,36 +9,72 @@ import (
 	"github.com/dlockio/dlock/driver"
 )
 
-// TryAcquire makes one attempt to take req.Key (req.ID is filled in). It
-// returns ErrNotAcquired when another owner holds the lock. With renew the
-// lease is renewed every TTL/3 until released; without, it ends at its
-// validity deadline.
+// Attempt describes acquisition attempts of one primitive: what the engine
+// needs to send them and to track the lease one may grant. Every primitive
+// (the exclusive lock, a reader, a permit, ...) acquires through it, so
+// deadlines, lost replies, renewal, release and waiting are written once.
+type Attempt struct {
+	Kind driver.Kind // the kind of lease a grant is
+	Key  string
+	TTL  time.Duration // a multiple of the driver's TTLUnit
+	// Send makes one attempt in the store under the fresh owner id. waiting
+	// says the caller will wait if it fails, so the result's RetryAfter is
+	// wanted. An Acquired result is a lease of Kind on Key held by id.
+	Send func(ctx context.Context, id string, waiting bool) (driver.AcquireResult, error)
+}
+
+// LockAttempt is the Attempt of the exclusive lock: Driver.Acquire.
+func (e *Engine) LockAttempt(req driver.AcquireRequest) Attempt {
+	return Attempt{Kind: driver.KindLock, Key: req.Key, TTL: req.TTL,
+		Send: func(ctx context.Context, id string, waiting bool) (driver.AcquireResult, error) {
+			r := req
+			r.ID, r.Waiting = id, waiting
+			return e.drv.Acquire(ctx, r)
+		}}
+}
+
+// TryAcquire makes one attempt to take the exclusive lock req.Key (req.ID
+// is filled in); see TryAcquireWith.
 func (e *Engine) TryAcquire(ctx context.Context, req driver.AcquireRequest, renew bool) (*Hold, error) {
-	h, _, err := e.attempt(ctx, req, renew)
+	return e.TryAcquireWith(ctx, e.LockAttempt(req), renew)
+}
+
+// Acquire takes the exclusive lock req.Key, waiting as long as ctx allows.
+func (e *Engine) Acquire(ctx context.Context, req driver.AcquireRequest, renew bool) (*Hold, error) {
+	return e.AcquireWith(ctx, e.LockAttempt(req), renew)
+}
+
+// TryAcquireWith makes one attempt. It returns ErrNotAcquired when the
+// store refused it (another owner holds the lock, no permit is free). With
+// renew the lease is renewed every TTL/3 until released; without, it ends
+// at its validity deadline.
+func (e *Engine) TryAcquireWith(ctx context.Context, a Attempt, renew bool) (*Hold, error) {
+	h, _, err := e.attempt(ctx, a, false, renew)
 	if err != nil {
 		return nil, err
 	}
 	if h == nil {
-		return nil, fmt.Errorf("%w: %q", ErrNotAcquired, req.Key)
+		return nil, fmt.Errorf("%w: %q", ErrNotAcquired, a.Key)
 	}
 	return h, nil
 }
 
-// Acquire takes req.Key, waiting as long as ctx allows (see wait.go).
-func (e *Engine) Acquire(ctx context.Context, req driver.AcquireRequest, renew bool) (*Hold, error) {
-	h, _, err := e.patientAttempt(ctx, req, renew)
+// AcquireWith makes attempts until one is granted, waiting as long as ctx
+// allows (see wait.go).
+func (e *Engine) AcquireWith(ctx context.Context, a Attempt, renew bool) (*Hold, error) {
+	h, _, err := e.patientAttempt(ctx, a, false, renew)
 	if h != nil || err != nil {
 		return h, err
 	}
-	return e.wait(ctx, req, renew)
+	return e.wait(ctx, a, renew)
 }
 
 // patientAttempt is attempt for waiting callers: a grant whose reply came
 // too late (a cold connection, a hiccup) is retried a few times before the
 // backend error is returned; a store always slower than the TTL fails.
-func (e *Engine) patientAttempt(ctx context.Context, req driver.AcquireRequest, renew bool) (*Hold, time.Duration, error) {
+func (e *Engine) patientAttempt(ctx context.Context, a Attempt, waiting, renew bool) (*Hold, time.Duration, error) {
 	for i := 1; ; i++ {
-		h, retry, err := e.attempt(ctx, req, renew)
+		h, retry, err := e.attempt(ctx, a, waiting, renew)
 		if i == 3 || !errors.Is(err, errTooSlow) {
 			return h, retry, err
 		}
@@ -48,55 +84,56 @@ func (e *Engine) patientAttempt(ctx context.Context, req driver.AcquireRequest, 
 // attempt makes one acquisition attempt with a fresh owner id. It returns
 // the hold when acquired, else how long the holder's lock has left (see
 // driver.AcquireResult.RetryAfter).
-func (e *Engine) attempt(ctx context.Context, req driver.AcquireRequest, renew bool) (*Hold, time.Duration, error) {
+func (e *Engine) attempt(ctx context.Context, a Attempt, waiting, renew bool) (*Hold, time.Duration, error) {
 	if !e.beginOp() {
 		return nil, 0, ErrClosed
 	}
 	defer e.ops.Done()
 	if err := ctx.Err(); err != nil {
-		return nil, 0, ctxError("lock", req.Key, err)
+		return nil, 0, ctxError("lock", a.Key, err)
 	}
-	req.ID = newOwnerID()
+	id := newOwnerID()
+	release := driver.ReleaseRequest{Kind: a.Kind, Key: a.Key, ID: id}
 	// The validity deadline counts from before the request is sent: the
 	// store's countdown can only start later.
 	sent := e.now()
 	res, err := call(e, ctx, func(ctx context.Context) (driver.AcquireResult, error) {
-		return e.drv.Acquire(ctx, req)
+		return a.Send(ctx, id, waiting)
 	}, func(res driver.AcquireResult, err error) {
 		// Abandoned, then completed: nobody will use what it took.
 		if res.Acquired || err != nil {
-			e.releaser.add(req.Key, req.ID)
+			e.releaser.add(release)
 		}
 	})
 	if err != nil {
 		// The request may have taken the lock with its reply lost: release
 		// what we may hold so it does not block others for a whole TTL.
-		e.releaser.add(req.Key, req.ID)
+		e.releaser.add(release)
 		switch {
 		case ctx.Err() != nil:
-			return nil, 0, ctxError("lock", req.Key, ctx.Err())
+			return nil, 0, ctxError("lock", a.Key, ctx.Err())
 		case e.isClosed():
 			return nil, 0, ErrClosed
 		}
-		return nil, 0, WrapBackend("lock", req.Key, err)
+		return nil, 0, WrapBackend("lock", a.Key, err)
 	}
 	if !res.Acquired {
 		return nil, res.RetryAfter, nil
 	}
-	if took := e.now().Sub(sent); took >= e.validity(req.TTL) {
+	if took := e.now().Sub(sent); took >= e.validity(a.TTL) {
 		// Granted, but the answer took longer than the lease is valid: the
 		// lock may already have expired for everyone else. Never hand out a
 		// lease that is over before it starts.
-		e.releaser.add(req.Key, req.ID)
-		return nil, 0, WrapBackend("lock", req.Key, fmt.Errorf("%w: took %v, validity %v",
-			errTooSlow, took.Round(time.Millisecond), e.validity(req.TTL)))
+		e.releaser.add(release)
+		return nil, 0, WrapBackend("lock", a.Key, fmt.Errorf("%w: took %v, validity %v",
+			errTooSlow, took.Round(time.Millisecond), e.validity(a.TTL)))
 	}
-	h := &Hold{e: e, key: req.Key, id: req.ID, token: res.Token, ttl: req.TTL}
+	h := &Hold{e: e, kind: a.Kind, key: a.Key, id: id, token: res.Token, ttl: a.TTL}
 	h.inner, h.cancel = context.WithCancelCause(context.WithoutCancel(ctx))
 	if !e.renewer.add(h, sent, renew) {
 		// Close raced with this acquisition.
 		h.end(ErrClosed)
-		e.releaser.add(req.Key, req.ID)
+		e.releaser.add(release)
 		return nil, 0, ErrClosed
 	}
 	return h, 0, nil

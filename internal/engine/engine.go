@@ -161,7 +161,7 @@ func (e *Engine) Close() error {
 		reqs := make([]driver.ReleaseRequest, len(held))
 		for i, h := range held {
 			h.end(ErrClosed)
-			reqs[i] = driver.ReleaseRequest{Key: h.key, ID: h.id}
+			reqs[i] = h.releaseRequest()
 		}
 		e.releaser.addAll(reqs)
 		e.cancel()
@@ -214,14 +214,14 @@ func (e *Engine) Release(ctx context.Context, h *Hold) error {
 	e.renewer.remove(h)
 	h.end(ErrReleased)
 	if ctx == nil {
-		e.releaser.add(h.key, h.id)
+		e.releaser.add(h.releaseRequest())
 		return fmt.Errorf("%w: unlock %q: nil context (released in the background)", driver.ErrInvalid, h.key)
 	}
 	if ctx.Err() != nil {
-		e.releaser.add(h.key, h.id)
+		e.releaser.add(h.releaseRequest())
 		return ctxError("unlock", h.key, ctx.Err())
 	}
-	reqs := []driver.ReleaseRequest{{Key: h.key, ID: h.id}}
+	reqs := []driver.ReleaseRequest{h.releaseRequest()}
 	res, err := call(e, ctx, func(ctx context.Context) ([]driver.ReleaseResult, error) {
 		return e.drv.Release(ctx, reqs)
 	}, nil)
@@ -229,7 +229,7 @@ func (e *Engine) Release(ctx context.Context, h *Hold) error {
 		err = fmt.Errorf("driver answered %d results for one release", len(res))
 	}
 	if err != nil {
-		e.releaser.add(h.key, h.id)
+		e.releaser.add(h.releaseRequest())
 		switch {
 		case ctx.Err() != nil:
 			return ctxError("unlock", h.key, ctx.Err())

@@ -5,6 +5,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/dlockio/dlock/driver"
 )
 
 // Hold is one acquisition tracked by the engine: the state every kind of
@@ -18,6 +20,7 @@ import (
 // timer-free check in Err, or the end of the lease for any other reason.
 type Hold struct {
 	e     *Engine
+	kind  driver.Kind
 	key   string
 	id    string
 	token uint64
@@ -41,6 +44,9 @@ type Hold struct {
 
 // Key returns the lock's name.
 func (h *Hold) Key() string { return h.key }
+
+// Kind returns which primitive the hold belongs to.
+func (h *Hold) Kind() driver.Kind { return h.kind }
 
 // ID returns the acquisition's random owner id.
 func (h *Hold) ID() string { return h.id }
@@ -89,6 +95,11 @@ func (h *Hold) end(reason error) bool {
 	h.mu.Unlock()
 	h.cancel(reason)
 	return true
+}
+
+// releaseRequest is the driver request that releases h.
+func (h *Hold) releaseRequest() driver.ReleaseRequest {
+	return driver.ReleaseRequest{Kind: h.kind, Key: h.key, ID: h.id}
 }
 
 // holdContext is Hold.Context: the inner context's values and done

@@ -48,13 +48,13 @@ func newReleaser(e *Engine) *releaser {
 
 // add queues a release; it never blocks. Beyond maxQueuedReleases the
 // oldest are dropped, until Close (addAll) makes the queue unbounded.
-func (r *releaser) add(key, id string) {
+func (r *releaser) add(req driver.ReleaseRequest) {
 	r.mu.Lock()
 	if len(r.queue) >= maxQueuedReleases && !r.unbounded {
 		r.queue = r.queue[1:]
 		r.dropped++
 	}
-	r.queue = append(r.queue, driver.ReleaseRequest{Key: key, ID: id})
+	r.queue = append(r.queue, req)
 	r.mu.Unlock()
 	r.signal()
 }

@@ -211,7 +211,7 @@ func (r *renewer) tick(ctx context.Context) time.Duration {
 		}
 		// The store may still hold the key for us (a renewal that landed
 		// but whose reply did not): free it for the others.
-		r.e.releaser.add(h.key, h.id)
+		r.e.releaser.add(h.releaseRequest())
 	}
 	for len(due) > 0 {
 		n := min(len(due), r.e.caps.MaxBatch)
@@ -225,7 +225,7 @@ func (r *renewer) startRenew(ctx context.Context, holds []*Hold, sent time.Time)
 	reqs := make([]driver.RenewRequest, len(holds))
 	earliest := holds[0].watch.deadline
 	for i, h := range holds {
-		reqs[i] = driver.RenewRequest{Key: h.key, ID: h.id, TTL: h.ttl}
+		reqs[i] = driver.RenewRequest{Kind: h.kind, Key: h.key, ID: h.id, TTL: h.ttl}
 		earliest = minTime(earliest, h.watch.deadline)
 	}
 	r.callWG.Add(1)

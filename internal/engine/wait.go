@@ -64,20 +64,19 @@ func (e *Engine) waitFor(retryAfter, ttl time.Duration) time.Duration {
 }
 
 // wait is Acquire's slow path: the first attempt found the lock busy.
-func (e *Engine) wait(ctx context.Context, req driver.AcquireRequest, renew bool) (*Hold, error) {
-	w, err := e.waits.join(ctx, req.Key)
+func (e *Engine) wait(ctx context.Context, a Attempt, renew bool) (*Hold, error) {
+	w, err := e.waits.join(ctx, a.Key)
 	if err != nil {
 		return nil, err
 	}
-	defer e.waits.leave(req.Key, w)
+	defer e.waits.leave(a.Key, w)
 	timer := time.NewTimer(0)
 	defer timer.Stop()
-	req.Waiting = true
 	woken := false // this waiter took a release notification it has not used yet
 	for {
 		// Attempt after joining: a release between the first attempt and the
 		// subscription would otherwise go unnoticed for a whole TTL.
-		h, retry, err := e.patientAttempt(ctx, req, renew)
+		h, retry, err := e.patientAttempt(ctx, a, true, renew)
 		if h != nil {
 			return h, nil
 		}
@@ -90,7 +89,7 @@ func (e *Engine) wait(ctx context.Context, req driver.AcquireRequest, renew bool
 			return nil, err
 		}
 		woken = false
-		timer.Reset(e.waitFor(retry, req.TTL))
+		timer.Reset(e.waitFor(retry, a.TTL))
 		select {
 		case <-w.wake:
 			woken = true
@@ -98,7 +97,7 @@ func (e *Engine) wait(ctx context.Context, req driver.AcquireRequest, renew bool
 		case <-e.closed:
 			return nil, ErrClosed
 		case <-ctx.Done():
-			return nil, ctxError("lock", req.Key, ctx.Err())
+			return nil, ctxError("lock", a.Key, ctx.Err())
 		}
 	}
 }

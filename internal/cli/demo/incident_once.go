@@ -44,9 +44,14 @@ func (s *onceStore) processed(ctx context.Context, order string, tok fence.Token
 	if err != nil {
 		return false, err
 	}
-	// Not claimed: completed (a duplicate, answered from the record), or
-	// claimed under a newer token (this holder is stale).
-	return !claimed && (rec.State == once.Completed || rec.Token > tok), nil
+	switch {
+	case claimed:
+		return false, nil
+	case rec.State == once.Completed:
+		return true, nil // a duplicate, answered from the record
+	}
+	// Claimed under a newer token: this holder is stale.
+	return false, fence.Stale(order, tok, rec.Token)
 }
 
 func (s *onceStore) charge(ctx context.Context, order string, tok fence.Token) error {

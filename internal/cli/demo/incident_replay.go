@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/dlockio/dlock"
@@ -12,6 +13,16 @@ import (
 	"github.com/dlockio/dlock/fence/redisfence"
 	"github.com/dlockio/dlock/once"
 	"github.com/redis/go-redis/v9"
+)
+
+// outcome is how one instance's handling of a delivery ended.
+type outcome int
+
+const (
+	skipped outcome = iota // its lease ended before it could charge: the delivery is retried
+	found                  // the order was already charged
+	charged                // its charge was accepted
+	refused                // the store refused its charge (stale token)
 )
 
 // replay runs the incident on one order with two fresh instances: A takes
@@ -28,34 +39,79 @@ func (r *incidentRun) replay(ctx context.Context, order string) error {
 	}
 	defer b.lock.close()
 
-	aHolds := make(chan struct{})   // A has the lock: B's delivery arrives
-	bCharged := make(chan struct{}) // B is done: A may wake up
-	bErr := make(chan error, 1)
+	aHolds := make(chan struct{}) // A has the lock: B's delivery arrives
+	var holdsOnce sync.Once
+	letBGo := func() { holdsOnce.Do(func() { close(aHolds) }) }
+	bDone := make(chan struct{}) // B is done (bOut is set): A may wake up
+	var bOut outcome
+	var bErr error
 	go func() {
-		defer close(bCharged)
+		defer close(bDone)
 		select {
 		case <-aHolds:
 		case <-ctx.Done():
-			bErr <- ctx.Err()
+			bErr = ctx.Err()
 			return
 		}
-		bErr <- r.process(ctx, b, order, nil)
+		// A redelivery whose handler lost its own lease on the way (a slow
+		// machine) is delivered again.
+		for range 5 {
+			if bOut, bErr = r.process(ctx, b, order, nil); bErr != nil || bOut != skipped {
+				return
+			}
+		}
 	}()
-	err = r.process(ctx, a, order, func(lease *dlock.Lease) {
-		close(aHolds)
+	bFirst := false
+	aOut, err := r.process(ctx, a, order, func(lease *dlock.Lease) {
+		letBGo()
 		// Frozen like a stop-the-world pause: no renewal gets out, so the
-		// lock expires in Redis and B takes over. A thaws once B has
-		// charged (or after a bound, if B never could).
+		// lock expires in Redis and B takes over. A thaws once B is done
+		// (or after a bound, if B never could).
 		r.count(func(c *IncidentColumn) { c.Paused++ })
 		r.p.printf("%s: %s: A freezes right before its charge (token %d)", r.label, order, lease.Token())
-		freezeUntil(ctx, a.gate, bCharged, 20*r.ttl)
+		freezeUntil(ctx, a.gate, bDone, 20*r.ttl)
+		select {
+		case <-bDone:
+			bFirst = bOut == charged
+		default:
+		}
 	})
+	letBGo() // in case A never reached its pause
+	<-bDone
 	if err != nil {
 		return err
 	}
-	if err := <-bErr; err != nil {
+	if bErr != nil {
+		return bErr
+	}
+	switch {
+	case aOut == refused:
+		r.count(func(c *IncidentColumn) { c.StaleRejected++ })
+	case aOut == charged && bFirst:
+		r.p.printf("%s: %s: A woke up and charged the order again", r.label, order)
+		r.count(func(c *IncidentColumn) { c.StaleAccepted++ })
+	}
+	n, err := a.store.(chargeCounter).charges(ctx, order)
+	if err != nil {
 		return err
 	}
+	if rc, ok := a.store.(recordChecker); ok {
+		stored, err := rc.completed(ctx, order)
+		if err != nil {
+			return err
+		}
+		if stored {
+			r.count(func(c *IncidentColumn) { c.Records++ })
+		}
+	}
+	r.count(func(c *IncidentColumn) {
+		if n > 0 {
+			c.Charged++
+		}
+		if n > 1 {
+			c.ChargedTwice++
+		}
+	})
 	// Remove the order's keys, its fence key included (its name does not
 	// start with the run's prefix, so Run's clean-up would miss it).
 	key := lockOnlyStore{prefix: r.prefix}.key(order)
@@ -69,68 +125,43 @@ func (r *incidentRun) replay(ctx context.Context, order string) error {
 // process is an instance's handling of one delivery: lock, check, work,
 // check the lease, (pause), charge, unlock. The charge carries the token;
 // what the store does with it is the strategy's business.
-func (r *incidentRun) process(ctx context.Context, in *incidentInstance, order string, pause func(*dlock.Lease)) error {
+func (r *incidentRun) process(ctx context.Context, in *incidentInstance, order string, pause func(*dlock.Lease)) (outcome, error) {
 	lease, err := in.lock.c.Lock(ctx, order, dlock.WithTTL(r.ttl))
 	if err != nil {
-		return err
+		return skipped, err
 	}
 	defer func() { _ = lease.Unlock(context.WithoutCancel(ctx)) }()
 	tok := lease.Token()
 	done, err := in.store.processed(ctx, order, tok)
-	if err != nil || done {
-		return err
+	switch {
+	case errors.Is(err, fence.ErrStaleToken):
+		return refused, nil
+	case err != nil:
+		return skipped, err
+	case done:
+		return found, nil
 	}
-	if !sleep(lease.Context(), r.ttl/8) { // the work
-		return nil
-	}
-	if lease.Err() != nil { // the check every holder makes before writing
-		return nil
+	if !sleep(lease.Context(), r.ttl/8) || lease.Err() != nil { // the work, then the check every holder makes
+		return skipped, nil
 	}
 	if pause != nil {
 		pause(lease)
 	}
 	err = in.store.charge(ctx, order, tok)
-	lost := errors.Is(lease.Err(), dlock.ErrLockLost)
+	if errors.Is(lease.Err(), dlock.ErrLockLost) {
+		r.count(func(c *IncidentColumn) { c.LeasesLost++ })
+	}
 	switch {
 	case errors.Is(err, fence.ErrStaleToken):
 		r.p.printf("%s: %s: the store refused %s's stale charge: %v", r.label, order, in.name, err)
-		r.count(func(c *IncidentColumn) { c.StaleRejected++ })
 		if errors.Is(err, once.ErrClaimLost) {
 			r.count(func(c *IncidentColumn) { c.StaleRecordsRefused++ })
 		}
+		return refused, nil
 	case err != nil:
-		return err
-	case pause != nil:
-		r.p.printf("%s: %s: %s woke up and charged the order again", r.label, order, in.name)
-		r.count(func(c *IncidentColumn) { c.StaleAccepted++ })
+		return skipped, err
 	}
-	if lost {
-		r.count(func(c *IncidentColumn) { c.LeasesLost++ })
-	}
-	n, err := in.store.(chargeCounter).charges(ctx, order)
-	if err != nil {
-		return err
-	}
-	if rc, ok := in.store.(recordChecker); ok && pause != nil {
-		stored, err := rc.completed(ctx, order)
-		if err != nil {
-			return err
-		}
-		if stored {
-			r.count(func(c *IncidentColumn) { c.Records++ })
-		}
-	}
-	if pause != nil { // A is last: the order's final count
-		r.count(func(c *IncidentColumn) {
-			if n > 0 {
-				c.Charged++
-			}
-			if n > 1 {
-				c.ChargedTwice++
-			}
-		})
-	}
-	return nil
+	return charged, nil
 }
 
 func (r *incidentRun) count(f func(*IncidentColumn)) {

@@ -60,7 +60,7 @@ func TestIncidentEmbedded(t *testing.T) {
 	}
 	defer srv.Close()
 	var progress bytes.Buffer
-	inc, err := runIncident(t.Context(), "redis://"+srv.Addr(), "t:", 100*time.Millisecond, newPrinter(&progress))
+	inc, err := runIncident(t.Context(), "redis://"+srv.Addr(), "t:", 300*time.Millisecond, newPrinter(&progress))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +79,7 @@ func TestIncidentEmbedded(t *testing.T) {
 
 func TestIncidentOnServer(t *testing.T) {
 	s := redistest.Start(t)
-	inc, err := runIncident(t.Context(), "redis://"+s.Addr(), "t:", 100*time.Millisecond, newPrinter(nil))
+	inc, err := runIncident(t.Context(), "redis://"+s.Addr(), "t:", 300*time.Millisecond, newPrinter(nil))
 	if err != nil {
 		t.Fatal(err)
 	}

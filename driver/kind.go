@@ -1,0 +1,37 @@
+package driver
+
+import "strconv"
+
+// Kind says which primitive a lease belongs to, so that one batched Renew
+// or Release call can carry the leases of every primitive a Client holds.
+// The zero value is the exclusive lock, the core primitive every driver
+// implements; the other kinds exist only on drivers that implement the
+// optional interface of their primitive, and the engine only ever sends a
+// driver the kinds of leases that driver granted.
+type Kind uint8
+
+const (
+	// KindLock is an exclusive lock taken with Driver.Acquire.
+	KindLock Kind = iota
+	// KindWaiter is a waiter's place in a fair lock's queue.
+	KindWaiter
+	// KindRead is one reader's share of a read-write lock.
+	KindRead
+	// KindPermit is one permit of a semaphore.
+	KindPermit
+)
+
+// String returns the kind's name, as logs and errors show it.
+func (k Kind) String() string {
+	switch k {
+	case KindLock:
+		return "lock"
+	case KindWaiter:
+		return "waiter"
+	case KindRead:
+		return "read"
+	case KindPermit:
+		return "permit"
+	}
+	return "kind(" + strconv.Itoa(int(k)) + ")"
+}
