@@ -105,7 +105,7 @@ func TestRunReleasesAfterFnReturns(t *testing.T) {
 func TestStalledLeaderStepsDownBeforeNextLeader(t *testing.T) {
 	cs, drvs := memClients(t, 2)
 	ctx := ctxTimeout(t, 10*time.Second)
-	const ttl = 300 * time.Millisecond
+	const ttl = 600 * time.Millisecond
 	a := newElection(t, cs[0], "a", election.WithLockOptions(dlock.WithTTL(ttl)))
 	b := newElection(t, cs[1], "b", election.WithLockOptions(dlock.WithTTL(ttl)))
 	la, err := a.Campaign(ctx)

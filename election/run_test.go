@@ -15,7 +15,7 @@ import (
 // campaigns again and fn runs again with a higher term.
 func TestRunCampaignsAgainAfterLoss(t *testing.T) {
 	cs, _ := memClients(t, 2)
-	e := newElection(t, cs[0], "a", election.WithLockOptions(dlock.WithTTL(150*time.Millisecond)))
+	e := newElection(t, cs[0], "a", election.WithLockOptions(dlock.WithTTL(time.Second)))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	terms := make(chan uint64, 2)

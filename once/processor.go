@@ -98,7 +98,9 @@ func (p *Processor) Do(ctx context.Context, key string, payload []byte, fn Func)
 // either a Claim, which the caller must end with Complete, Fail or
 // Release, or — for a key completed before — a nil Claim and the stored
 // Result (Replayed). Errors are those of Do, plus the lock's and the
-// store's.
+// store's. The key's lock is named prefix+key (WithLockPrefix), so that
+// must be a valid lock name: at most dlock.MaxKeyLen bytes, or Begin
+// returns an error matching dlock.ErrInvalidKey.
 func (p *Processor) Begin(ctx context.Context, key string, payload []byte) (*Claim, Result, error) {
 	if ctx == nil {
 		return nil, Result{}, fmt.Errorf("%w: nil context", ErrInvalidArgument)
