@@ -25,7 +25,8 @@ type Leadership struct {
 }
 
 func newLeadership(lease *dlock.Lease, margin time.Duration, changed func()) *Leadership {
-	ctx, cancel := context.WithCancelCause(lease.Context())
+	inner, cancel := context.WithCancelCause(lease.Context())
+	ctx := termContext{Context: inner, cancel: cancel, lease: lease}
 	l := &Leadership{lease: lease, ctx: ctx, cancel: cancel, margin: margin, done: make(chan struct{}), changed: changed}
 	go l.watch()
 	return l

@@ -21,7 +21,8 @@ type Claim struct {
 }
 
 func newClaim(parent context.Context, p *Processor, key string, lease *dlock.Lease) *Claim {
-	ctx, cancel := context.WithCancelCause(lease.Context())
+	inner, cancel := context.WithCancelCause(lease.Context())
+	ctx := claimContext{Context: inner, cancel: cancel, lease: lease}
 	// The work also stops when the caller gives up.
 	stop := context.AfterFunc(parent, func() { cancel(context.Cause(parent)) })
 	return &Claim{p: p, key: key, lease: lease, ctx: ctx, cancel: cancel, stop: stop}
