@@ -107,7 +107,9 @@ func TestProcessLeaderPausedThenKilled(t *testing.T) {
 	}
 	srv := redistest.Start(t)
 	h := proctest.New(t, workerEnv)
-	cfg := func(name string) workerConfig { return workerConfig{Name: name, Redis: srv.Addr(), TTL: 500 * time.Millisecond} }
+	cfg := func(name string) workerConfig {
+		return workerConfig{Name: name, Redis: srv.Addr(), TTL: 500 * time.Millisecond}
+	}
 	isLead := func(w string) func(proctest.Event) bool {
 		return func(e proctest.Event) bool { return e.W == w && e.K == evLead }
 	}
