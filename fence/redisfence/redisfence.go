@@ -175,7 +175,7 @@ func (c *Client) run(ctx context.Context, script *redis.Script, op, key string, 
 	if len(reply) == 0 {
 		return nil, fmt.Errorf("redisfence: %s %q: empty reply", op, key)
 	}
-	if ok, _ := reply[0].(int64); ok == 1 {
+	if accepted, _ := reply[0].(int64); accepted == 1 {
 		if len(reply) > 1 {
 			return reply[1], nil
 		}

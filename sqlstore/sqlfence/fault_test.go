@@ -100,6 +100,7 @@ func TestFaultPausedWorker(t *testing.T) {
 func TestFaultKilledWorker(t *testing.T) {
 	const workers, iters, faults = 3, 6, 3
 	r := newFaultRun(t, iters, false)
+	r.base.Hold = 250 * time.Millisecond // the kill must land before COMMIT; the watchdog keeps the lease
 	for range workers {
 		r.spawn(iters)
 	}

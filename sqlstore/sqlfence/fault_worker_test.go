@@ -30,6 +30,9 @@ type workerConfig struct {
 	Iters int           `json:"iters"` // increments to attempt (committed or refused)
 	TTL   time.Duration `json:"ttl"`
 	Work  time.Duration `json:"work"` // between the fenced read and the fenced write
+	// Hold is how long the write transaction stays open before COMMIT: the
+	// window a kill after "write" lands in.
+	Hold time.Duration `json:"hold"`
 	// Unfenced skips the guard (plain transactions): the canary that shows
 	// the harness can see a stale write.
 	Unfenced bool `json:"unfenced,omitempty"`
@@ -38,7 +41,7 @@ type workerConfig struct {
 // Worker events (proctest.Event, one JSON line each on stdout):
 //
 //	read   the fenced read returned V (tx 1 committed); the harness may pause here
-//	write  tx 2 updated the counter; COMMIT follows after cfg.Work
+//	write  tx 2 updated the counter; COMMIT follows after cfg.Hold
 //	commit the increment V committed; Lost says whether the lease had ended
 //	stale  the fenced write was refused (ErrStaleToken); Lost as above
 //	err    a call failed (the database restarting, say); retried
@@ -128,7 +131,7 @@ func increment(ctx context.Context, locker *dlock.Client, db *sql.DB, cfg worker
 		emit(proctest.Event{K: "write", I: i, Tok: tok, V: v + 1})
 		// More work before COMMIT: a kill after "write" lands inside the
 		// transaction.
-		time.Sleep(cfg.Work)
+		time.Sleep(cfg.Hold)
 		return nil
 	})
 	lost := lease.Err() != nil

@@ -62,7 +62,7 @@ func (r *incidentRun) replay(ctx context.Context, order string) error {
 		}
 	}()
 	bFirst := false
-	aOut, err := r.process(ctx, a, order, func(lease *dlock.Lease) {
+	pause := func(lease *dlock.Lease) {
 		letBGo()
 		// Frozen like a stop-the-world pause: no renewal gets out, so the
 		// lock expires in Redis and B takes over. A thaws once B is done
@@ -75,7 +75,15 @@ func (r *incidentRun) replay(ctx context.Context, order string) error {
 			bFirst = bOut == charged
 		default:
 		}
-	})
+	}
+	// A too retries a delivery whose lease it lost before its pause (on a
+	// slow machine); B waits for A's pause meanwhile.
+	var aOut outcome
+	for range 5 {
+		if aOut, err = r.process(ctx, a, order, pause); err != nil || aOut != skipped {
+			break
+		}
+	}
 	letBGo() // in case A never reached its pause
 	<-bDone
 	if err != nil {
