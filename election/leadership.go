@@ -26,7 +26,7 @@ type Leadership struct {
 
 func newLeadership(lease *dlock.Lease, margin time.Duration, changed func()) *Leadership {
 	inner, cancel := context.WithCancelCause(lease.Context())
-	ctx := termContext{Context: inner, cancel: cancel, lease: lease}
+	ctx := termContext{Context: inner, cancel: cancel, lease: lease, margin: margin}
 	l := &Leadership{lease: lease, ctx: ctx, cancel: cancel, margin: margin, done: make(chan struct{}), changed: changed}
 	go l.watch()
 	return l
@@ -74,14 +74,9 @@ func (l *Leadership) Done() <-chan struct{} { return l.ctx.Done() }
 
 // Err returns nil while the term lasts, then its cause (see Context).
 func (l *Leadership) Err() error {
-	if l.ctx.Err() == nil {
-		// Lease.Err compares the clock with the deadline itself, so a term
-		// never reports "leading" past its lease, however late goroutines
-		// run.
-		if err := l.lease.Err(); err != nil {
-			l.cancel(err)
-		}
-	}
+	// The term's context asks the lease and the clock itself, so a term
+	// never reports "leading" past its lease (or into its step-down
+	// margin), however late goroutines run.
 	if l.ctx.Err() == nil {
 		return nil
 	}
