@@ -45,7 +45,7 @@ func newFaultRun(t *testing.T, unfenced bool) *faultRun {
 	res := redistest.Start(t, redistest.WithArgs("--appendonly", "yes", "--appendfsync", "always"))
 	r := &faultRun{Harness: proctest.New(t, workerEnv), resource: res, rdb: res.Client(t)}
 	r.base = workerConfig{Lock: redistest.Start(t).Addr(), Resource: res.Addr(), TTL: 300 * time.Millisecond,
-		Work: 60 * time.Millisecond, Unfenced: unfenced}
+		Work: 100 * time.Millisecond, Unfenced: unfenced}
 	return r
 }
 
@@ -128,10 +128,12 @@ func isKind(k string) func(proctest.Event) bool {
 func (r *faultRun) pause(t *testing.T, faults int) (effective, refused int) {
 	t.Helper()
 	from := 0
-	for range faults {
+	// A pause lands only if the stop arrives before the worker's write (a
+	// loaded machine may be slower than the work): try until enough did.
+	for tries := 0; effective < faults && tries < 3*faults; tries++ {
 		read, next, ok := r.WaitFor(from, patience, isKind("read"))
 		if !ok {
-			t.Fatal("no worker read")
+			break // the workers are done; the caller checks what landed
 		}
 		r.Signal(read.W, syscall.SIGSTOP)
 		_, rival, ok := r.WaitFor(next, patience, func(e proctest.Event) bool { return e.K == "commit" && e.W != read.W })

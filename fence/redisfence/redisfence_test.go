@@ -66,10 +66,10 @@ func TestWrites(t *testing.T) {
 		t.Fatalf("GET of a missing key: %v", err)
 	}
 
-	if err := f.Set(ctx, "session:1", 1, "v", 150*time.Millisecond); err != nil {
+	if err := f.Set(ctx, "cart:1", 1, "v", 150*time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
-	if pttl := rdb.PTTL(ctx, "session:1").Val(); pttl <= 0 || pttl > 150*time.Millisecond {
+	if pttl := rdb.PTTL(ctx, "cart:1").Val(); pttl <= 0 || pttl > 150*time.Millisecond {
 		t.Fatalf("PTTL %v after SET with a 150ms expiry", pttl)
 	}
 

@@ -9,6 +9,7 @@ package proctest
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -155,8 +156,8 @@ func (h *Harness) Events() []Event {
 	return append([]Event(nil), h.events...)
 }
 
-// Signal sends sig to worker name; for SIGKILL it waits until the process
-// is reaped.
+// Signal sends sig to worker name (nothing if it has exited); for SIGKILL
+// it waits until the process is reaped.
 func (h *Harness) Signal(name string, sig syscall.Signal) {
 	h.mu.Lock()
 	p := h.procs[name]
@@ -165,7 +166,9 @@ func (h *Harness) Signal(name string, sig syscall.Signal) {
 		h.t.Fatalf("proctest: no worker %q", name)
 		return
 	}
-	if err := p.cmd.Process.Signal(sig); err != nil {
+	// A worker that has already exited is not an error: the harness may
+	// react to an event after the worker went on and finished.
+	if err := p.cmd.Process.Signal(sig); err != nil && !errors.Is(err, os.ErrProcessDone) {
 		h.t.Errorf("proctest: signal %v to %s: %v", sig, name, err)
 	}
 	if sig == syscall.SIGKILL {

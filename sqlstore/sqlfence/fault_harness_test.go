@@ -48,7 +48,7 @@ func newFaultRun(t *testing.T, iters int, unfenced bool) *faultRun {
 	}
 	r := &faultRun{Harness: proctest.New(t, workerEnv), t: t, pg: pg, db: db, redis: redistest.Start(t)}
 	r.base = workerConfig{Redis: r.redis.Addr(), DSN: pg.DSN(), Iters: iters, TTL: 300 * time.Millisecond,
-		Work: 60 * time.Millisecond, Hold: 20 * time.Millisecond, Unfenced: unfenced}
+		Work: 100 * time.Millisecond, Hold: 20 * time.Millisecond, Unfenced: unfenced}
 	return r
 }
 

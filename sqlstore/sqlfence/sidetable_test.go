@@ -4,6 +4,7 @@ import (
 	"database/sql"
 	"errors"
 	"math"
+	"strings"
 	"sync"
 	"testing"
 
@@ -247,5 +248,40 @@ func TestInTx(t *testing.T) {
 	}
 	if err := sqlfence.InTx(ctx, db, "order:42", math.MaxUint64, setStatus("x")); !errors.Is(err, sqlfence.ErrTokenRange) {
 		t.Fatalf("huge token: %v", err)
+	}
+}
+
+// TestAdvanceRepeatableRead: under REPEATABLE READ a transaction that waited
+// for another's mark fails with a serialization error (SQLSTATE 40001) when
+// the other commits — an error to retry on, never a silent acceptance.
+func TestAdvanceRepeatableRead(t *testing.T) {
+	_, db := testDB(t)
+	ctx := testCtx(t)
+	if err := sqlfence.Advance(ctx, db, "rr", 1); err != nil {
+		t.Fatal(err)
+	}
+	a, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Rollback()
+	if err := sqlfence.Advance(ctx, a, "rr", 5); err != nil {
+		t.Fatal(err)
+	}
+	b, err := db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Rollback()
+	pid := backendPID(t, ctx, b) // also takes b's snapshot, before a commits
+	done := make(chan error, 1)
+	go func() { done <- sqlfence.Advance(ctx, b, "rr", 7) }()
+	waitBlocked(t, ctx, db, pid)
+	if err := a.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	err = <-done
+	if err == nil || errors.Is(err, fence.ErrStaleToken) || !strings.Contains(err.Error(), "40001") {
+		t.Fatalf("token 7 under REPEATABLE READ after a concurrent commit: %v, want a serialization failure (40001)", err)
 	}
 }
