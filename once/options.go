@@ -47,7 +47,10 @@ type config struct {
 // WithRetention sets how long records are kept, from their last change:
 // a completed record answers duplicates for this long, then the key is
 // new again. It is the only expiry: an in-progress record needs none,
-// since its claim ends with its worker's lease. Default DefaultRetention.
+// since its claim ends with its worker's lease. It must exceed the longest
+// run of the work: a claim's record also expires after it, and an expired
+// record can no longer be completed (ErrClaimLost). Default
+// DefaultRetention.
 func WithRetention(d time.Duration) Option {
 	return func(c *config) error {
 		if d <= 0 {
