@@ -91,9 +91,10 @@ func WithRenewRetryDelay(d time.Duration) Option {
 type LockOption func(*lockConfig) error
 
 type lockConfig struct {
-	ttl      time.Duration
-	watchdog bool
-	meta     *string
+	ttl       time.Duration
+	watchdog  bool
+	meta      *string
+	noReentry bool // WithoutReentry (reentrant.go)
 }
 
 // WithTTL sets the lock's TTL for this call. With the watchdog on (the

@@ -12,7 +12,10 @@
 // Nothing else is stored, and nothing outlives the TTL of the lock it
 // describes: a name nobody has held for a TTL costs no memory. The {NAME}
 // hash tag puts both keys in one Cluster slot, so every operation on a
-// lock is one script call on one node.
+// lock is one script call on one node. Several locks are taken in one
+// script call (acquire_all.lua, driver.MultiAcquirer) on one server, or in
+// a Cluster when their slot is the same: names that start with the same
+// hash tag, "{order:42}:items" and "{order:42}:payment".
 //
 // Fencing tokens are a hybrid logical clock: the larger of the server's
 // TIME in microseconds and the token recorded under ":last" plus one (see
