@@ -128,7 +128,11 @@ func New(locks *dlock.Client, key string, opts ...Option) (*Election, error) {
 	if err := locks.CheckKey(key); err != nil {
 		return nil, err
 	}
-	cfg := config{poll: DefaultPollInterval, retryDelay: DefaultRetryDelay}
+	// A campaign never nests (dlock's reentrancy through the context): a
+	// Campaign under a term's own context would otherwise return a second
+	// Leadership of the same term. It gets dlock.ErrReentry at once.
+	cfg := config{poll: DefaultPollInterval, retryDelay: DefaultRetryDelay,
+		lockOpts: []dlock.LockOption{dlock.WithoutReentry()}}
 	for _, o := range opts {
 		if o == nil {
 			return nil, fmt.Errorf("%w: nil option", ErrInvalidArgument)

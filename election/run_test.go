@@ -113,3 +113,25 @@ func TestBadInput(t *testing.T) {
 		t.Error("a refused campaign left the lock held")
 	}
 }
+
+// A Campaign under the term's own context does not nest into the term
+// (dlock's reentrancy): it fails with dlock.ErrReentry.
+func TestCampaignUnderOwnTermIsRefused(t *testing.T) {
+	cs, _ := memClients(t, 1)
+	e := newElection(t, cs[0], "a")
+	ctx := ctxTimeout(t, 10*time.Second)
+	err := e.Run(ctx, func(ctx context.Context, term uint64) error {
+		l, err := e.Campaign(ctx)
+		if err == nil {
+			l.Resign(ctx)
+			return errors.New("a second Leadership of the same term")
+		}
+		if !errors.Is(err, dlock.ErrReentry) {
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -46,7 +46,12 @@ func New(locks *dlock.Client, store Store, opts ...Option) (*Processor, error) {
 	if locks == nil || store == nil {
 		return nil, fmt.Errorf("%w: nil lock client or store", ErrInvalidArgument)
 	}
-	cfg := config{retention: DefaultRetention, duplicates: DuplicatesWait, prefix: DefaultLockPrefix}
+	// A key's lock never nests (dlock's reentrancy through the context):
+	// a Do of a key under its own claim's context is a duplicate of a
+	// running delivery, which would otherwise run the work a second time
+	// under the same token. It gets dlock.ErrReentry at once instead.
+	cfg := config{retention: DefaultRetention, duplicates: DuplicatesWait, prefix: DefaultLockPrefix,
+		lockOpts: []dlock.LockOption{dlock.WithoutReentry()}}
 	for _, o := range opts {
 		if o == nil {
 			return nil, fmt.Errorf("%w: nil option", ErrInvalidArgument)

@@ -164,3 +164,20 @@ func TestWaitingDuplicateHonoursCtx(t *testing.T) {
 		t.Fatalf("waiting duplicate: %v, want DeadlineExceeded", err)
 	}
 }
+
+// A Do of a key under its own claim's context does not nest into the
+// running delivery (dlock's reentrancy): it fails with dlock.ErrReentry
+// and the work runs once.
+func TestNestedDoIsRefused(t *testing.T) {
+	p, _ := newProcessor(t)
+	runs := 0
+	var nested error
+	_, err := p.Do(context.Background(), "k", nil, func(ctx context.Context, _ uint64) ([]byte, error) {
+		runs++
+		_, nested = p.Do(ctx, "k", nil, func(context.Context, uint64) ([]byte, error) { runs++; return nil, nil })
+		return []byte("once"), nil
+	})
+	if err != nil || runs != 1 || !errors.Is(nested, dlock.ErrReentry) {
+		t.Fatalf("outer: %v, runs %d, nested Do: %v; want one run and ErrReentry", err, runs, nested)
+	}
+}
