@@ -60,8 +60,9 @@ func WithPrefix(p string) Option {
 	return func(s *Store) error { s.prefix = p; return nil }
 }
 
-// New returns a Store on rdb (plain, Sentinel or Cluster: every script
-// touches one key). The application keeps and closes rdb.
+// New returns a Store on rdb, any go-redis client. Every script touches
+// one key, so nothing stops a Cluster client, but the tests run on a
+// single server only. The application keeps and closes rdb.
 func New(rdb redis.UniversalClient, opts ...Option) (*Store, error) {
 	if rdb == nil {
 		return nil, fmt.Errorf("%w: nil redis client", once.ErrInvalidArgument)
