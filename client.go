@@ -62,7 +62,11 @@ func New(drv driver.Driver, opts ...Option) (*Client, error) {
 			return nil, err
 		}
 	}
-	e, err := engine.New(engine.Config{Driver: drv, Logger: cfg.logger, RetryDelay: cfg.retryDelay, Now: cfg.now})
+	ecfg := engine.Config{Driver: drv, Logger: cfg.logger, RetryDelay: cfg.retryDelay, Now: cfg.now}
+	if cfg.observer != nil {
+		ecfg.Observer = observerAdapter{cfg.observer}
+	}
+	e, err := engine.New(ecfg)
 	if err != nil {
 		return nil, err
 	}

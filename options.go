@@ -33,6 +33,7 @@ type clientConfig struct {
 	logger     *slog.Logger
 	meta       string
 	retryDelay time.Duration
+	observer   Observer
 	now        func() time.Time // monotonic-bearing clock; replaced in tests
 }
 

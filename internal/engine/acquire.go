@@ -49,6 +49,13 @@ func (e *Engine) Acquire(ctx context.Context, req driver.AcquireRequest, renew b
 // renew the lease is renewed every TTL/3 until released; without, it ends
 // at its validity deadline.
 func (e *Engine) TryAcquireWith(ctx context.Context, a Attempt, renew bool) (*Hold, error) {
+	op := e.startAcquire(&a)
+	h, err := e.tryAcquire(ctx, a, renew)
+	e.doneAcquire(ctx, op, a, h, err)
+	return h, err
+}
+
+func (e *Engine) tryAcquire(ctx context.Context, a Attempt, renew bool) (*Hold, error) {
 	h, _, err := e.attempt(ctx, a, false, renew)
 	if err != nil {
 		return nil, err
@@ -62,11 +69,13 @@ func (e *Engine) TryAcquireWith(ctx context.Context, a Attempt, renew bool) (*Ho
 // AcquireWith makes attempts until one is granted, waiting as long as ctx
 // allows (see wait.go).
 func (e *Engine) AcquireWith(ctx context.Context, a Attempt, renew bool) (*Hold, error) {
+	op := e.startAcquire(&a)
 	h, _, err := e.patientAttempt(ctx, a, false, renew)
-	if h != nil || err != nil {
-		return h, err
+	if h == nil && err == nil {
+		h, err = e.wait(ctx, a, renew)
 	}
-	return e.wait(ctx, a, renew)
+	e.doneAcquire(ctx, op, a, h, err)
+	return h, err
 }
 
 // patientAttempt is attempt for waiting callers: a grant whose reply came
@@ -128,7 +137,7 @@ func (e *Engine) attempt(ctx context.Context, a Attempt, waiting, renew bool) (*
 		return nil, 0, WrapBackend("lock", a.Key, fmt.Errorf("%w: took %v, validity %v",
 			errTooSlow, took.Round(time.Millisecond), e.validity(a.TTL)))
 	}
-	h := &Hold{e: e, kind: a.Kind, key: a.Key, id: id, token: res.Token, ttl: a.TTL}
+	h := &Hold{e: e, kind: a.Kind, key: a.Key, id: id, token: res.Token, ttl: a.TTL, acquired: sent}
 	h.inner, h.cancel = context.WithCancelCause(context.WithoutCancel(ctx))
 	if !e.renewer.add(h, sent, renew) {
 		// Close raced with this acquisition.

@@ -33,6 +33,8 @@ type Config struct {
 	// Now is the clock; it must carry a monotonic reading (time.Now does).
 	// Replaced in tests.
 	Now func() time.Time
+	// Observer, if set, receives events through a bounded queue (observe.go).
+	Observer Observer
 }
 
 // Engine runs the leases of one client against one driver.
@@ -48,6 +50,8 @@ type Engine struct {
 	releaser *releaser
 	waits    *waitRegistry
 	queue    *queueWaits // queued leases' grant announcements (queue.go)
+	obs      *observerQueue // nil without an Observer
+	stats    stats
 
 	ctx    context.Context // cancelled by Close: aborts calls in flight
 	cancel context.CancelFunc
@@ -89,6 +93,9 @@ func New(cfg Config) (*Engine, error) {
 	e.releaser = newReleaser(e)
 	e.waits = newWaitRegistry(e)
 	e.queue = newQueueWaits(e)
+	if cfg.Observer != nil {
+		e.obs = newObserverQueue(cfg.Observer)
+	}
 	return e, nil
 }
 
@@ -163,6 +170,7 @@ func (e *Engine) Close() error {
 		reqs := make([]driver.ReleaseRequest, len(held))
 		for i, h := range held {
 			h.end(ErrClosed)
+			e.lostEvent(h, LostClosed)
 			reqs[i] = h.releaseRequest()
 		}
 		e.releaser.addAll(reqs)
@@ -175,6 +183,9 @@ func (e *Engine) Close() error {
 		e.renewer.wait()
 		e.releaser.close()
 		e.log.close()
+		if e.obs != nil {
+			e.obs.close()
+		}
 	})
 	return err
 }
@@ -191,6 +202,16 @@ func (e *Engine) Close() error {
 // A nil ctx is an invalid argument: the hold still ends and is released in
 // the background (unless an earlier call already gave the answer).
 func (e *Engine) Release(ctx context.Context, h *Hold) error {
+	if h.answered() {
+		return e.release(ctx, h) // the remembered answer: nothing to observe
+	}
+	start := e.now()
+	err := e.release(ctx, h)
+	e.doneRelease(ctx, h, start, err)
+	return err
+}
+
+func (e *Engine) release(ctx context.Context, h *Hold) error {
 	// Err ends the hold as lost if its deadline has passed, even when the
 	// renewal loop has not got to it yet.
 	_ = h.Err()

@@ -25,6 +25,8 @@ type Hold struct {
 	id    string
 	token uint64
 	ttl   time.Duration
+	// acquired is when the acquire request was sent, for hold times.
+	acquired time.Time
 
 	// deadline is the validity deadline in nanoseconds since e.epoch: the
 	// hold is lost at this instant unless a renewal moved it. Written under
@@ -75,7 +77,7 @@ func (h *Hold) Err() error {
 		if h.e.sinceEpoch() < h.deadline.Load() {
 			return nil
 		}
-		h.end(ErrLost)
+		h.lose(LostDeadline)
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()

@@ -131,6 +131,7 @@ func (r *releaser) loop() {
 		_, err := r.e.drv.Release(ctx, batch)
 		cancel()
 		if err != nil {
+			r.e.backendError("background release", batch[0].Kind, "", err)
 			r.e.log.debug("dlock: best-effort release failed; the locks expire with their TTL", "locks", len(batch), "err", err)
 		}
 	}

@@ -207,7 +207,7 @@ func (r *renewer) tick(ctx context.Context) time.Duration {
 	for _, h := range lost {
 		// A waiter's place that ends is no lock lost: its waiter asks the
 		// store what became of it (queue.go).
-		if h.end(ErrLost) && h.kind != driver.KindWaiter {
+		if h.lose(LostDeadline) && h.kind != driver.KindWaiter {
 			r.e.log.warn("dlock: lock lost: validity deadline passed without a successful renewal",
 				"key", h.key, "token", h.token)
 		}
@@ -237,7 +237,9 @@ func (r *renewer) startRenew(ctx context.Context, holds []*Hold, sent time.Time)
 		// and the others will be retried.
 		callCtx, cancel := context.WithDeadline(ctx, earliest)
 		defer cancel()
+		r.e.stats.renewing.Add(1)
 		held, err := r.e.drv.Renew(callCtx, reqs)
+		r.e.stats.renewing.Add(-1)
 		if err == nil && len(held) != len(reqs) {
 			err = errShortRenew
 		}
@@ -252,7 +254,8 @@ func (r *renewer) startRenew(ctx context.Context, holds []*Hold, sent time.Time)
 // deadline does not revive it: Err may already have reported it lost.
 func (r *renewer) apply(res renewal) {
 	now := r.e.now()
-	var lost []*Hold
+	r.e.renewed(res, now)
+	var lost, notOurs []*Hold
 	r.mu.Lock()
 	for i, h := range res.holds {
 		st := &h.watch
@@ -275,7 +278,7 @@ func (r *renewer) apply(res renewal) {
 			st.next = res.sent.Add(h.ttl / 3)
 		default:
 			heap.Remove(&r.h, st.index)
-			lost = append(lost, h)
+			notOurs = append(notOurs, h)
 			continue
 		}
 		r.h.update(st.index)
@@ -286,7 +289,13 @@ func (r *renewer) apply(res renewal) {
 			"leases", len(res.holds), "err", res.err)
 	}
 	for _, h := range lost {
-		if h.end(ErrLost) && h.kind != driver.KindWaiter {
+		if h.lose(LostDeadline) && h.kind != driver.KindWaiter {
+			r.e.log.warn("dlock: lock lost: validity deadline passed without a successful renewal",
+				"key", h.key, "token", h.token)
+		}
+	}
+	for _, h := range notOurs {
+		if h.lose(LostNotHeld) && h.kind != driver.KindWaiter {
 			r.e.log.warn("dlock: lock lost: no longer held in the store", "key", h.key, "token", h.token)
 		}
 	}

@@ -1,0 +1,288 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"time"
+
+	"github.com/dlockio/dlock/driver"
+)
+
+// Observer receives what the engine does, for metrics and traces. The
+// engine never calls it on its own paths: events go through a bounded
+// queue to one goroutine that calls the Observer (see observerQueue), so an
+// Observer that blocks delays only its own events, never a lease's end.
+// The root package adapts dlock.Observer to this interface.
+type Observer interface {
+	Acquire(AcquireEvent)
+	Release(ReleaseEvent)
+	Renew(RenewEvent)
+	Lost(LostEvent)
+	Wait(WaitEvent)
+	BackendError(BackendErrorEvent)
+}
+
+// Outcome names, used as metric label values: short, fixed, snake_case.
+const (
+	ResultAcquired = "acquired" // acquisition: granted
+	ResultBusy     = "busy"     // acquisition: TryLock found it held
+	ResultCanceled = "canceled" // the caller's ctx ended first
+	ResultClosed   = "closed"   // the Client was closed
+	ResultError    = "error"    // backend failure (or a driver that refused the request)
+	ResultReleased = "released" // release: freed (also a retry after a lost reply)
+	ResultNotHeld  = "not_held" // release: the lease had been lost
+
+	LostNotHeld  = "not_held" // a renewal found the lock no longer ours
+	LostDeadline = "deadline" // the validity deadline passed without a renewal
+	LostClosed   = "closed"   // Client.Close ended the lease
+)
+
+// Field names and types must stay identical to dlock's event types, which
+// are converted from these.
+
+// AcquireEvent is one TryAcquireWith or AcquireWith call that reached the engine.
+type AcquireEvent struct {
+	Ctx       context.Context
+	Primitive string
+	Key       string
+	Result    string
+	Start     time.Time
+	Wait      time.Duration
+	Attempts  int
+	Token     uint64
+	Err       error
+}
+
+// ReleaseEvent is one Release call that did work.
+type ReleaseEvent struct {
+	Ctx       context.Context
+	Primitive string
+	Key       string
+	Result    string
+	Start     time.Time
+	Held      time.Duration
+	Latency   time.Duration
+	Err       error
+}
+
+// RenewEvent is one answered renewal batch.
+type RenewEvent struct {
+	Leases  int
+	NotHeld int
+	Latency time.Duration
+	Err     error
+}
+
+// LostEvent is a lease that ended without Release.
+type LostEvent struct {
+	Primitive string
+	Key       string
+	Token     uint64
+	Reason    string
+	Held      time.Duration
+}
+
+// WaitEvent is a waiter joining (Started) or leaving a key's queue.
+type WaitEvent struct {
+	Primitive string
+	Key       string
+	Started   bool
+	Depth     int
+	Waiters   int
+}
+
+// BackendErrorEvent is a store failure.
+type BackendErrorEvent struct {
+	Op        string
+	Primitive string
+	Key       string
+	Err       error
+}
+
+// stats are the engine's counters: atomics, so they cost no allocation and
+// no lock on the hot path, observer or not.
+type stats struct {
+	acquired, released, lost, renewFailures, backendErrors atomic.Uint64
+	waiters, renewing                                      atomic.Int64
+}
+
+// Stats is a snapshot of an engine's state and totals.
+type Stats struct {
+	Held, Waiters, RenewalsInFlight                                 int
+	Acquired, Released, Lost, RenewFailures, BackendErrors, Dropped uint64
+}
+
+// Stats returns the current snapshot.
+func (e *Engine) Stats() Stats {
+	e.renewer.mu.Lock()
+	held := len(e.renewer.h)
+	e.renewer.mu.Unlock()
+	var dropped uint64
+	if e.obs != nil {
+		dropped = e.obs.dropped.Load()
+	}
+	return Stats{
+		Held:             held,
+		Waiters:          int(e.stats.waiters.Load()),
+		RenewalsInFlight: int(e.stats.renewing.Load()),
+		Acquired:         e.stats.acquired.Load(),
+		Released:         e.stats.released.Load(),
+		Lost:             e.stats.lost.Load(),
+		RenewFailures:    e.stats.renewFailures.Load(),
+		BackendErrors:    e.stats.backendErrors.Load(),
+		Dropped:          dropped,
+	}
+}
+
+// acquireOp follows one acquisition call from start to result.
+type acquireOp struct {
+	start    time.Time
+	attempts *int // counted by a wrapped Send, only when observed
+}
+
+// startAcquire begins observing an acquisition of a; with an observer it
+// wraps a.Send to count attempts (the only allocation, and only then).
+func (e *Engine) startAcquire(a *Attempt) acquireOp {
+	op := acquireOp{start: e.now()}
+	if e.obs != nil {
+		n, send := new(int), a.Send
+		a.Send = func(ctx context.Context, id string, waiting bool) (driver.AcquireResult, error) {
+			*n++ // attempts of one call are sequential
+			return send(ctx, id, waiting)
+		}
+		op.attempts = n
+	}
+	return op
+}
+
+// doneAcquire records the outcome of an acquisition.
+func (e *Engine) doneAcquire(ctx context.Context, op acquireOp, a Attempt, h *Hold, err error) {
+	result := acquireResult(ctx, h, err)
+	switch result {
+	case ResultAcquired:
+		e.stats.acquired.Add(1)
+	case ResultError:
+		e.backendError("acquire", a.Kind, a.Key, err)
+	}
+	if e.obs == nil {
+		return
+	}
+	ev := event{typ: evAcquire, ctx: ctx, kind: a.Kind, key: a.Key, what: result,
+		start: op.start, d1: e.now().Sub(op.start), n1: *op.attempts, err: err}
+	if h != nil {
+		ev.token = h.token
+	}
+	e.obs.push(ev)
+}
+
+func acquireResult(ctx context.Context, h *Hold, err error) string {
+	switch {
+	case h != nil:
+		return ResultAcquired
+	case errors.Is(err, ErrNotAcquired):
+		return ResultBusy
+	case errors.Is(err, ErrClosed):
+		return ResultClosed
+	case ctx.Err() != nil:
+		return ResultCanceled
+	}
+	return ResultError
+}
+
+// answered reports whether Release already gave h a definitive answer, so
+// that a repeated call, which does nothing, is not counted again.
+func (h *Hold) answered() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.unlockDone
+}
+
+// doneRelease records the outcome of a Release call that started at start.
+func (e *Engine) doneRelease(ctx context.Context, h *Hold, start time.Time, err error) {
+	var result string
+	switch {
+	case err == nil:
+		result = ResultReleased
+		e.stats.released.Add(1)
+	case errors.Is(err, ErrNotHeld):
+		result = ResultNotHeld
+	case errors.Is(err, ErrClosed):
+		result = ResultClosed
+	case ctx != nil && ctx.Err() != nil:
+		result = ResultCanceled
+	default:
+		result = ResultError // a nil ctx too: an invalid call
+		if errors.Is(err, ErrBackend) {
+			e.backendError("release", h.kind, h.key, err)
+		}
+	}
+	if e.obs == nil {
+		return
+	}
+	e.obs.push(event{typ: evRelease, ctx: ctx, kind: h.kind, key: h.key, what: result,
+		start: start, d1: start.Sub(h.acquired), d2: e.now().Sub(start), err: err})
+}
+
+// lose ends h as lost for why (LostNotHeld or LostDeadline), reporting
+// whether this call ended it.
+func (h *Hold) lose(why string) bool {
+	if !h.end(ErrLost) {
+		return false
+	}
+	h.e.stats.lost.Add(1)
+	h.e.lostEvent(h, why)
+	return true
+}
+
+func (e *Engine) lostEvent(h *Hold, why string) {
+	if e.obs != nil {
+		e.obs.push(event{typ: evLost, kind: h.kind, key: h.key, token: h.token, what: why,
+			d1: e.now().Sub(h.acquired)})
+	}
+}
+
+// renewed records an answered renewal batch.
+func (e *Engine) renewed(res renewal, now time.Time) {
+	notHeld := 0
+	if res.err != nil {
+		e.stats.renewFailures.Add(1)
+		e.backendError("renew", res.holds[0].kind, "", res.err)
+	} else {
+		for _, ok := range res.held {
+			if !ok {
+				notHeld++
+			}
+		}
+	}
+	if e.obs != nil {
+		e.obs.push(event{typ: evRenew, n1: len(res.holds), n2: notHeld, d1: now.Sub(res.sent), err: res.err})
+	}
+}
+
+// waiting records a waiter joining (started) or leaving key's queue.
+func (e *Engine) waiting(a Attempt, started bool) {
+	d := int64(-1)
+	if started {
+		d = 1
+	}
+	n := e.stats.waiters.Add(d)
+	if e.obs == nil {
+		return
+	}
+	e.waits.mu.Lock()
+	depth := 0
+	if q := e.waits.queues[a.Key]; q != nil {
+		depth = len(q.waiters)
+	}
+	e.waits.mu.Unlock()
+	e.obs.push(event{typ: evWait, kind: a.Kind, key: a.Key, started: started, n1: depth, n2: int(n)})
+}
+
+// backendError counts a store failure for op and tells the observer.
+func (e *Engine) backendError(op string, kind driver.Kind, key string, err error) {
+	e.stats.backendErrors.Add(1)
+	if e.obs != nil {
+		e.obs.push(event{typ: evBackend, kind: kind, key: key, what: op, err: err})
+	}
+}

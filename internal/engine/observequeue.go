@@ -1,0 +1,146 @@
+package engine
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/dlockio/dlock/driver"
+)
+
+type eventType uint8
+
+const (
+	evAcquire eventType = iota + 1
+	evRelease
+	evRenew
+	evLost
+	evWait
+	evBackend
+)
+
+// event is one queued observer call, in a compact form shared by every
+// type (what is the result, reason or operation; d1, d2, n1, n2 are the
+// type's durations and counts, see deliver). A value type, so the queue's
+// backing arrays are reused without allocating.
+type event struct {
+	typ     eventType
+	kind    driver.Kind
+	started bool
+	ctx     context.Context
+	key     string
+	what    string
+	start   time.Time
+	d1, d2  time.Duration
+	n1, n2  int
+	token   uint64
+	err     error
+}
+
+// maxQueuedEvents bounds the observer queue: beyond it events are dropped
+// and counted (Stats.Dropped), so an Observer that stopped costs bounded
+// memory and never blocks the engine.
+const maxQueuedEvents = 1 << 15
+
+// observerQueue delivers events to an Observer on a goroutine of its own.
+// Producers append under a mutex held only for the append; the goroutine
+// swaps the filled slice for its drained one, so steady state allocates
+// nothing.
+type observerQueue struct {
+	o       Observer
+	dropped atomic.Uint64
+
+	mu     sync.Mutex
+	buf    []event
+	spare  []event
+	closed bool
+	kick   chan struct{}
+	done   chan struct{}
+}
+
+func newObserverQueue(o Observer) *observerQueue {
+	q := &observerQueue{o: o, kick: make(chan struct{}, 1), done: make(chan struct{})}
+	go q.run()
+	return q
+}
+
+// push queues ev; it never blocks.
+func (q *observerQueue) push(ev event) {
+	q.mu.Lock()
+	switch {
+	case q.closed:
+	case len(q.buf) >= maxQueuedEvents:
+		q.dropped.Add(1)
+	default:
+		q.buf = append(q.buf, ev)
+	}
+	q.mu.Unlock()
+	select {
+	case q.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (q *observerQueue) run() {
+	defer close(q.done)
+	for {
+		q.mu.Lock()
+		batch := q.buf
+		q.buf, q.spare = q.spare[:0], nil
+		closed := q.closed
+		q.mu.Unlock()
+		for i := range batch {
+			q.deliver(&batch[i])
+			batch[i] = event{} // drop references (contexts, errors) early
+		}
+		q.mu.Lock()
+		if q.spare == nil {
+			q.spare = batch[:0]
+		}
+		empty := len(q.buf) == 0
+		q.mu.Unlock()
+		if closed && empty {
+			return
+		}
+		if empty {
+			<-q.kick
+		}
+	}
+}
+
+func (q *observerQueue) deliver(ev *event) {
+	p := ev.kind.String()
+	switch ev.typ {
+	case evAcquire:
+		q.o.Acquire(AcquireEvent{Ctx: ev.ctx, Primitive: p, Key: ev.key, Result: ev.what, Start: ev.start,
+			Wait: ev.d1, Attempts: ev.n1, Token: ev.token, Err: ev.err})
+	case evRelease:
+		q.o.Release(ReleaseEvent{Ctx: ev.ctx, Primitive: p, Key: ev.key, Result: ev.what, Start: ev.start,
+			Held: ev.d1, Latency: ev.d2, Err: ev.err})
+	case evRenew:
+		q.o.Renew(RenewEvent{Leases: ev.n1, NotHeld: ev.n2, Latency: ev.d1, Err: ev.err})
+	case evLost:
+		q.o.Lost(LostEvent{Primitive: p, Key: ev.key, Token: ev.token, Reason: ev.what, Held: ev.d1})
+	case evWait:
+		q.o.Wait(WaitEvent{Primitive: p, Key: ev.key, Started: ev.started, Depth: ev.n1, Waiters: ev.n2})
+	case evBackend:
+		q.o.BackendError(BackendErrorEvent{Op: ev.what, Primitive: p, Key: ev.key, Err: ev.err})
+	}
+}
+
+// close delivers what is queued, waiting at most logCloseWait for an
+// Observer that blocks; its goroutine ends when the Observer returns.
+func (q *observerQueue) close() {
+	q.mu.Lock()
+	q.closed = true
+	q.mu.Unlock()
+	select {
+	case q.kick <- struct{}{}:
+	default:
+	}
+	select {
+	case <-q.done:
+	case <-time.After(logCloseWait):
+	}
+}
