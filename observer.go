@@ -85,7 +85,12 @@ type ReleaseEvent struct {
 	Start     time.Time     // when Unlock was called
 	Held      time.Duration // from the acquire request to this call
 	Latency   time.Duration // how long the call took
-	Err       error         // what Unlock returned
+	// WasHeld reports that this call ended a lease that was still held
+	// (not lost, not closed): Held is then the lease's hold time. True for
+	// exactly one Unlock call per lease; a lease ends either so or with a
+	// LostEvent, never both.
+	WasHeld bool
+	Err     error // what Unlock returned
 }
 
 // RenewEvent describes one renewal batch: one driver call for up to the

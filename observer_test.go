@@ -204,11 +204,11 @@ func TestObserverScriptedSequence(t *testing.T) {
 	if w := o2.acq[1].Wait; w <= 0 {
 		t.Errorf("c2's Lock waited %v", w)
 	}
-	if r := o1.rel; len(r) != 2 || r[0].Result != dlock.ResultReleased || r[0].Key != "a" || r[0].Held <= 0 ||
-		r[1].Result != dlock.ResultNotHeld || r[1].Key != "b" {
+	if r := o1.rel; len(r) != 2 || r[0].Result != dlock.ResultReleased || r[0].Key != "a" || r[0].Held <= 0 || !r[0].WasHeld ||
+		r[1].Result != dlock.ResultNotHeld || r[1].Key != "b" || r[1].WasHeld {
 		t.Errorf("c1 releases: %+v", r)
 	}
-	if r := o2.rel; len(r) != 1 || r[0].Result != dlock.ResultNotHeld {
+	if r := o2.rel; len(r) != 1 || r[0].Result != dlock.ResultNotHeld || r[0].WasHeld {
 		t.Errorf("c2 releases: %+v", r)
 	}
 	if l := o1.lost; len(l) != 2 || l[0].Key != "b" || l[0].Reason != dlock.LostDeadline || l[0].Held < 90*time.Millisecond ||

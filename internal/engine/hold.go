@@ -26,7 +26,8 @@ type Hold struct {
 	token uint64
 	ttl   time.Duration
 	// acquired is when the acquire request was sent, for hold times.
-	acquired time.Time
+	acquired    time.Time
+	releaseSeen atomic.Bool // a Release event has claimed the end of the hold (observe.go)
 
 	// deadline is the validity deadline in nanoseconds since e.epoch: the
 	// hold is lost at this instant unless a renewal moved it. Written under

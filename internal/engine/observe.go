@@ -63,6 +63,7 @@ type ReleaseEvent struct {
 	Start     time.Time
 	Held      time.Duration
 	Latency   time.Duration
+	WasHeld   bool
 	Err       error
 }
 
@@ -221,7 +222,17 @@ func (e *Engine) doneRelease(ctx context.Context, h *Hold, start time.Time, err 
 		return
 	}
 	e.obs.push(event{typ: evRelease, ctx: ctx, kind: h.kind, key: h.key, what: result,
-		start: start, d1: start.Sub(h.acquired), d2: e.now().Sub(start), err: err})
+		start: start, d1: start.Sub(h.acquired), d2: e.now().Sub(start), err: err, started: h.endedByRelease()})
+}
+
+// endedByRelease reports, to exactly one Release call, whether a Release
+// call (rather than a loss or Close) ended h: the call whose event then
+// closes the lease's hold time.
+func (h *Hold) endedByRelease() bool {
+	h.mu.Lock()
+	byRelease := h.reason == ErrReleased
+	h.mu.Unlock()
+	return byRelease && h.releaseSeen.CompareAndSwap(false, true)
 }
 
 // lose ends h as lost for why (LostNotHeld or LostDeadline), reporting

@@ -22,7 +22,7 @@ const (
 
 // event is one queued observer call, in a compact form shared by every
 // type (what is the result, reason or operation; d1, d2, n1, n2 are the
-// type's durations and counts, see deliver). A value type, so the queue's
+// type's durations and counts, started a flag; see deliver). A value type, so the queue's
 // backing arrays are reused without allocating.
 type event struct {
 	typ     eventType
@@ -117,7 +117,7 @@ func (q *observerQueue) deliver(ev *event) {
 			Wait: ev.d1, Attempts: ev.n1, Token: ev.token, Err: ev.err})
 	case evRelease:
 		q.o.Release(ReleaseEvent{Ctx: ev.ctx, Primitive: p, Key: ev.key, Result: ev.what, Start: ev.start,
-			Held: ev.d1, Latency: ev.d2, Err: ev.err})
+			Held: ev.d1, Latency: ev.d2, WasHeld: ev.started, Err: ev.err})
 	case evRenew:
 		q.o.Renew(RenewEvent{Leases: ev.n1, NotHeld: ev.n2, Latency: ev.d1, Err: ev.err})
 	case evLost:
