@@ -1,0 +1,214 @@
+package dlockprom_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dlockio/dlock"
+	"github.com/dlockio/dlock/internal/redistest"
+	dlockprom "github.com/dlockio/dlock/prometheus"
+	"github.com/dlockio/dlock/redisdriver"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+func newClient(t *testing.T, addr string, col *dlockprom.Collector) *dlock.Client {
+	t.Helper()
+	drv, err := redisdriver.New(redistest.NewClient(t, addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := dlock.New(drv, dlock.WithObserver(col), dlock.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))),
+		dlock.WithRenewRetryDelay(20*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// gauge reads a gauge with the label primitive="lock" from g.
+func gauge(t *testing.T, g prometheus.Gatherer, name string) float64 {
+	t.Helper()
+	mfs, err := g.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			for _, m := range mf.GetMetric() {
+				return m.GetGauge().GetValue()
+			}
+		}
+	}
+	return 0
+}
+
+// awaitGauge waits until the gauge reads want (events arrive through the
+// Client's observer queue, a moment after the call returned).
+func awaitGauge(t *testing.T, g prometheus.Gatherer, name string, want float64) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for gauge(t, g, name) != want {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s = %v, want %v", name, gauge(t, g, name), want)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// Against a real redis-server: acquire, contend, wait, a lock broken behind
+// its holder, a store that stops answering; the collector, read directly
+// and scraped over HTTP, counts each.
+func TestCollectorOnRedis(t *testing.T) {
+	srv := redistest.Start(t)
+	proxy := redistest.NewProxy(t, srv.Addr())
+	col, err := dlockprom.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(col)
+	c1, c2 := newClient(t, srv.Addr(), col), newClient(t, srv.Addr(), col)
+	c3 := newClient(t, proxy.Addr(), col)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	l1, err := c1.TryLock(ctx, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c2.TryLock(ctx, "job"); !errors.Is(err, dlock.ErrNotAcquired) {
+		t.Fatal(err)
+	}
+	awaitGauge(t, reg, "dlock_leases_held", 1)
+	got := make(chan *dlock.Lease, 1)
+	go func() {
+		l, err := c2.Lock(ctx, "job", dlock.WithTTL(900*time.Millisecond))
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	awaitGauge(t, reg, "dlock_waiters", 1)
+	if err := l1.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l2 := <-got
+	if l2 == nil {
+		t.FailNow()
+	}
+	awaitGauge(t, reg, "dlock_waiters", 0)
+	// Broken behind its holder: c2's next renewal finds it gone.
+	if _, ok, err := c1.ForceRelease(ctx, "job"); err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	<-l2.Done()
+	if err := l2.Unlock(ctx); !errors.Is(err, dlock.ErrNotHeld) {
+		t.Fatal(err)
+	}
+	// The store stops answering c3: renewals fail, the lease ends at its deadline.
+	l3, err := c3.TryLock(ctx, "cron", dlock.WithTTL(300*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	awaitGauge(t, reg, "dlock_leases_held", 1)
+	proxy.Blackhole(true)
+	<-l3.Done()
+	if !errors.Is(l3.Err(), dlock.ErrLockLost) {
+		t.Fatal(l3.Err())
+	}
+	awaitGauge(t, reg, "dlock_leases_held", 0)
+	proxy.Blackhole(false)
+	for _, c := range []*dlock.Client{c1, c2, c3} {
+		_ = c.Close() // delivers every queued event
+	}
+
+	const want = `
+# HELP dlock_acquire_total Lock and TryLock calls, by outcome (acquired, busy, canceled, closed, error).
+# TYPE dlock_acquire_total counter
+dlock_acquire_total{primitive="lock",result="acquired"} 3
+dlock_acquire_total{primitive="lock",result="busy"} 1
+# HELP dlock_release_total Unlock calls that did work, by outcome (released, not_held, canceled, closed, error).
+# TYPE dlock_release_total counter
+dlock_release_total{primitive="lock",result="not_held"} 1
+dlock_release_total{primitive="lock",result="released"} 1
+# HELP dlock_lease_lost_total Leases that ended without Unlock, by reason (not_held, deadline, closed).
+# TYPE dlock_lease_lost_total counter
+dlock_lease_lost_total{primitive="lock",reason="deadline"} 1
+dlock_lease_lost_total{primitive="lock",reason="not_held"} 1
+# HELP dlock_leases_held Leases held now.
+# TYPE dlock_leases_held gauge
+dlock_leases_held{primitive="lock"} 0
+# HELP dlock_waiters Lock calls waiting for a busy lock now.
+# TYPE dlock_waiters gauge
+dlock_waiters{primitive="lock"} 0
+`
+	names := []string{"dlock_acquire_total", "dlock_release_total", "dlock_lease_lost_total", "dlock_leases_held", "dlock_waiters"}
+	if err := testutil.CollectAndCompare(col, strings.NewReader(want), names...); err != nil {
+		t.Error(err)
+	}
+	// The same through an HTTP scrape, as Prometheus reads it.
+	web := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	defer web.Close()
+	if err := testutil.ScrapeAndCompare(web.URL, strings.NewReader(want), names...); err != nil {
+		t.Error(err)
+	}
+	// Histograms and failure counters: one hold per lease (2 released or
+	// lost ones of c1 and c2, and c3's), one wait per call.
+	if n := testutil.CollectAndCount(col, "dlock_wait_seconds"); n != 2 {
+		t.Errorf("wait series: %d, want 2 (acquired, busy)", n)
+	}
+	body := scrape(t, web.URL)
+	for _, line := range []string{
+		`dlock_hold_seconds_count{primitive="lock"} 3`,
+		`dlock_wait_seconds_count{primitive="lock",result="acquired"} 3`,
+		`dlock_acquire_attempts_total{primitive="lock"} `,
+		`dlock_renew_seconds_count `,
+		`dlock_renew_batch_leases_count `,
+	} {
+		if !strings.Contains(body, line) {
+			t.Errorf("scrape has no line %q", line)
+		}
+	}
+	if v := counterValue(t, reg, "dlock_renew_failures_total"); v < 1 {
+		t.Errorf("renew failures %v, want at least 1 (the blackholed store)", v)
+	}
+	if v := counterValue(t, reg, "dlock_backend_errors_total"); v < 1 {
+		t.Errorf("backend errors %v", v)
+	}
+}
+
+func scrape(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := httptestGet(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}
+
+// counterValue sums a counter family over its label sets.
+func counterValue(t *testing.T, g prometheus.Gatherer, name string) float64 {
+	t.Helper()
+	mfs, err := g.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			for _, m := range mf.GetMetric() {
+				sum += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return sum
+}

@@ -1,0 +1,16 @@
+package dlockprom_test
+
+import (
+	"io"
+	"net/http"
+)
+
+func httptestGet(url string) (string, error) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return string(b), err
+}
