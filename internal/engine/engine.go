@@ -205,7 +205,7 @@ func (e *Engine) Release(ctx context.Context, h *Hold) error {
 	if h.answered() {
 		return e.release(ctx, h) // the remembered answer: nothing to observe
 	}
-	start := e.now()
+	start := e.observeStart()
 	err := e.release(ctx, h)
 	e.doneRelease(ctx, h, start, err)
 	return err
