@@ -78,7 +78,7 @@ type Collector struct {
 	names []string
 
 	mu    sync.Mutex
-	cache map[seriesKey]any // resolved series, so events do not allocate label slices
+	cache map[seriesKey]*series // resolved series, so events do not allocate label slices
 	locks map[string]struct{}
 }
 
@@ -99,7 +99,7 @@ func New(opts ...Option) (*Collector, error) {
 			return nil, err
 		}
 	}
-	c := &Collector{cfg: cfg, cache: make(map[seriesKey]any), locks: make(map[string]struct{})}
+	c := &Collector{cfg: cfg, cache: make(map[seriesKey]*series), locks: make(map[string]struct{})}
 	lock := func(labels ...string) []string {
 		if cfg.lockLabel != nil {
 			labels = append(labels, "lock")

@@ -5,80 +5,93 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Series ids in the cache key.
+// Event kinds in the series cache key.
 const (
-	idAcquire uint8 = iota
-	idAttempts
-	idWait
-	idRelease
-	idHold
-	idLost
-	idHeld
-	idWaiters
-	idBackend
+	evAcquire uint8 = iota
+	evRelease
+	evLost
+	evWait
+	evBackend
 )
 
-// cached returns the series of a vector for the label values (a, b and,
-// when perLock, the lock label), resolving it once: after that an event
-// costs a map lookup, not a label slice.
-func cached[M any](c *Collector, id uint8, with func(...string) M, a, b string, perLock bool, key string) M {
-	lock := ""
-	if perLock {
-		lock = c.lockValue(key)
-	}
-	k := seriesKey{metric: id, a: a, b: b, lockID: lock}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if m, ok := c.cache[k]; ok {
-		return m.(M)
-	}
-	lv := make([]string, 0, 3)
-	for _, v := range []string{a, b} {
-		if v != "" {
-			lv = append(lv, v)
-		}
-	}
-	if lock != "" {
-		lv = append(lv, lock)
-	}
-	m := with(lv...)
-	c.cache[k] = m
-	return m
+// series are the resolved metrics one event updates, looked up once per
+// event: after the first event of a label set, an event costs one map
+// lookup, not a label slice per metric.
+type series struct {
+	count    prometheus.Counter  // dlock_acquire_total, _release_total, _lease_lost_total, _backend_errors_total
+	duration prometheus.Observer // dlock_wait_seconds (acquire); dlock_hold_seconds (release, lost)
+	attempts prometheus.Counter  // acquire only
+	held     prometheus.Gauge    // dlock_leases_held (acquire, release, lost); dlock_waiters (wait)
 }
 
-func (c *Collector) perLock() bool { return c.cfg.lockLabel != nil }
+// lookup returns the series of an event of type ev with primitive (or op)
+// a, result (or reason) b, for lock name key.
+func (c *Collector) lookup(ev uint8, a, b, key string) *series {
+	a, b = label(a), label(b)
+	lock := c.lockValue(key)
+	k := seriesKey{metric: ev, a: a, b: b, lockID: lock}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if s, ok := c.cache[k]; ok {
+		return s
+	}
+	withLock := func(lv ...string) []string {
+		if lock != "" {
+			lv = append(lv, lock)
+		}
+		return lv
+	}
+	s := &series{}
+	switch ev {
+	case evAcquire:
+		s.count = c.acquire.WithLabelValues(withLock(a, b)...)
+		s.duration = c.wait.WithLabelValues(withLock(a, b)...)
+		s.attempts = c.attempts.WithLabelValues(a)
+		s.held = c.held.WithLabelValues(a)
+	case evRelease:
+		s.count = c.release.WithLabelValues(a, b)
+		s.duration = c.hold.WithLabelValues(withLock(a)...)
+		s.held = c.held.WithLabelValues(a)
+	case evLost:
+		s.count = c.lost.WithLabelValues(withLock(a, b)...)
+		s.duration = c.hold.WithLabelValues(withLock(a)...)
+		s.held = c.held.WithLabelValues(a)
+	case evWait:
+		s.held = c.waiters.WithLabelValues(a)
+	case evBackend:
+		s.count = c.backend.WithLabelValues(a)
+	}
+	c.cache[k] = s
+	return s
+}
 
 // Acquire implements dlock.Observer.
 func (c *Collector) Acquire(ev dlock.AcquireEvent) {
-	p := label(ev.Primitive)
-	cached(c, idAcquire, c.acquire.WithLabelValues, p, ev.Result, c.perLock(), ev.Key).Inc()
-	cached(c, idAttempts, c.attempts.WithLabelValues, p, "", false, "").Add(float64(ev.Attempts))
-	cached(c, idWait, c.wait.WithLabelValues, p, ev.Result, c.perLock(), ev.Key).Observe(ev.Wait.Seconds())
+	s := c.lookup(evAcquire, ev.Primitive, ev.Result, ev.Key)
+	s.count.Inc()
+	s.attempts.Add(float64(ev.Attempts))
+	s.duration.Observe(ev.Wait.Seconds())
 	if ev.Result == dlock.ResultAcquired {
-		cached(c, idHeld, c.held.WithLabelValues, p, "", false, "").Inc()
+		s.held.Inc()
 	}
 }
 
 // Release implements dlock.Observer.
 func (c *Collector) Release(ev dlock.ReleaseEvent) {
-	p := label(ev.Primitive)
-	cached(c, idRelease, c.release.WithLabelValues, p, ev.Result, false, "").Inc()
-	if ev.WasHeld {
-		c.ended(p, ev.Key, ev.Held.Seconds())
+	s := c.lookup(evRelease, ev.Primitive, ev.Result, ev.Key)
+	s.count.Inc()
+	if ev.WasHeld { // the end of the lease, which is reported once: here or as a loss
+		s.duration.Observe(ev.Held.Seconds())
+		s.held.Dec()
 	}
 }
 
 // Lost implements dlock.Observer.
 func (c *Collector) Lost(ev dlock.LostEvent) {
-	p := label(ev.Primitive)
-	cached(c, idLost, c.lost.WithLabelValues, p, ev.Reason, c.perLock(), ev.Key).Inc()
-	c.ended(p, ev.Key, ev.Held.Seconds())
-}
-
-// ended records the end of a lease: once per lease, by Unlock or loss.
-func (c *Collector) ended(p, key string, held float64) {
-	cached(c, idHold, c.hold.WithLabelValues, p, "", c.perLock(), key).Observe(held)
-	cached(c, idHeld, c.held.WithLabelValues, p, "", false, "").Dec()
+	s := c.lookup(evLost, ev.Primitive, ev.Reason, ev.Key)
+	s.count.Inc()
+	s.duration.Observe(ev.Held.Seconds())
+	s.held.Dec()
 }
 
 // Renew implements dlock.Observer.
@@ -92,7 +105,7 @@ func (c *Collector) Renew(ev dlock.RenewEvent) {
 
 // Wait implements dlock.Observer.
 func (c *Collector) Wait(ev dlock.WaitEvent) {
-	g := cached(c, idWaiters, c.waiters.WithLabelValues, label(ev.Primitive), "", false, "")
+	g := c.lookup(evWait, ev.Primitive, "", "").held
 	if ev.Started {
 		g.Inc()
 	} else {
@@ -102,7 +115,7 @@ func (c *Collector) Wait(ev dlock.WaitEvent) {
 
 // BackendError implements dlock.Observer.
 func (c *Collector) BackendError(ev dlock.BackendErrorEvent) {
-	cached(c, idBackend, c.backend.WithLabelValues, label(ev.Op), "", false, "").Inc()
+	c.lookup(evBackend, ev.Op, "", "").count.Inc()
 }
 
 // label keeps an empty value from shifting the label values that follow.
