@@ -77,6 +77,7 @@ type Collector struct {
 	all   []prometheus.Collector
 	names []string
 
+	fast  fastSeries
 	mu    sync.Mutex
 	cache map[seriesKey]*series // resolved series, so events do not allocate label slices
 	locks map[string]struct{}

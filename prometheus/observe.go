@@ -1,6 +1,8 @@
 package dlockprom
 
 import (
+	"sync/atomic"
+
 	"github.com/dlockio/dlock"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -24,9 +26,48 @@ type series struct {
 	held     prometheus.Gauge    // dlock_leases_held (acquire, release, lost); dlock_waiters (wait)
 }
 
+// Known label values, indexed for the lock-free path of lookup.
+var (
+	knownA = []string{"lock", "waiter", "read", "permit", "acquire", "release", "renew", "background release"}
+	knownB = []string{"", dlock.ResultAcquired, dlock.ResultBusy, dlock.ResultCanceled, dlock.ResultClosed,
+		dlock.ResultError, dlock.ResultReleased, dlock.ResultNotHeld, dlock.LostDeadline}
+)
+
+const numEvents = 5
+
+// fastSeries caches the series of known label values without a lock label
+// in an array read without locking: an event costs two short string
+// switches and an atomic load.
+type fastSeries [numEvents][8][9]atomic.Pointer[series]
+
+func index(known []string, v string) int {
+	for i, k := range known {
+		if k == v {
+			return i
+		}
+	}
+	return -1
+}
+
 // lookup returns the series of an event of type ev with primitive (or op)
 // a, result (or reason) b, for lock name key.
 func (c *Collector) lookup(ev uint8, a, b, key string) *series {
+	if c.cfg.lockLabel == nil {
+		if i, j := index(knownA, a), index(knownB, b); i >= 0 && j >= 0 {
+			p := &c.fast[ev][i][j]
+			if s := p.Load(); s != nil {
+				return s
+			}
+			s := c.slowLookup(ev, a, b, key)
+			p.Store(s)
+			return s
+		}
+	}
+	return c.slowLookup(ev, a, b, key)
+}
+
+// slowLookup resolves a series through the map, creating it on first use.
+func (c *Collector) slowLookup(ev uint8, a, b, key string) *series {
 	a, b = label(a), label(b)
 	lock := c.lockValue(key)
 	k := seriesKey{metric: ev, a: a, b: b, lockID: lock}

@@ -49,7 +49,7 @@ const maxQueuedEvents = 1 << 15
 // Lock+Unlock loop on a loopback Redis paid tens of µs per cycle for
 // waking the goroutine at every event). Events reach the Observer at most
 // about this much later.
-const observerLinger = time.Millisecond
+const observerLinger = 10 * time.Millisecond
 
 // observerQueue delivers events to an Observer on a goroutine of its own.
 // Producers append under a mutex held only for the append, and wake the
