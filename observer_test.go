@@ -356,3 +356,51 @@ func TestStatsGauges(t *testing.T) {
 		t.Fatalf("after unlocking: %+v", s)
 	}
 }
+
+// A renewal the store has not answered shows in Stats until it is.
+func TestStatsRenewalsInFlight(t *testing.T) {
+	store := memdriver.New()
+	entered, unblock := make(chan struct{}, 1), make(chan struct{})
+	store.SetFault(func(ctx context.Context, op string) error {
+		if op == memdriver.OpRenew {
+			select {
+			case entered <- struct{}{}:
+			default:
+			}
+			select {
+			case <-unblock:
+			case <-ctx.Done():
+			}
+		}
+		return nil
+	})
+	c, err := dlock.New(store, dlock.WithLogger(quietLogger()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	ctx := ctxTimeout(t, 10*time.Second)
+	l, err := c.TryLock(ctx, "k", dlock.WithTTL(300*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-entered:
+	case <-ctx.Done():
+		t.Fatal("no renewal reached the store")
+	}
+	if s := c.Stats(); s.RenewalsInFlight != 1 || s.Held != 1 {
+		t.Fatalf("with a renewal stuck in the store: %+v", s)
+	}
+	close(unblock)
+	deadline := time.Now().Add(5 * time.Second)
+	for c.Stats().RenewalsInFlight != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("renewal still in flight after it was answered: %+v", c.Stats())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err := l.Err(); err != nil {
+		t.Fatalf("lease after its renewal was answered: %v", err)
+	}
+}

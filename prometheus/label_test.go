@@ -57,3 +57,28 @@ func TestOptionsRefuseBadInput(t *testing.T) {
 		}
 	}
 }
+
+func TestConstLabelsOnEveryMetric(t *testing.T) {
+	col, err := dlockprom.New(dlockprom.WithConstLabels(map[string]string{"service": "billing"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := dlock.New(memdriver.New(), dlock.WithObserver(col))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := c.TryLock(context.Background(), "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = l.Unlock(context.Background())
+	_ = c.Close()
+	const want = `
+# HELP dlock_release_total Unlock calls that did work, by outcome (released, not_held, canceled, closed, error).
+# TYPE dlock_release_total counter
+dlock_release_total{primitive="lock",result="released",service="billing"} 1
+`
+	if err := testutil.CollectAndCompare(col, strings.NewReader(want), "dlock_release_total"); err != nil {
+		t.Error(err)
+	}
+}
