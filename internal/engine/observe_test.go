@@ -66,3 +66,28 @@ func BenchmarkObserveOverhead(b *testing.B) {
 		})
 	}
 }
+
+// A busy engine hands events over in batches, about one per
+// observerLinger, not one goroutine wake-up per event.
+func TestObserverEventsComeInBatches(t *testing.T) {
+	e := newTestEngine(t, nil, func(c *Config) { c.Observer = nopObserver{} })
+	ctx := context.Background()
+	start := time.Now()
+	const cycles = 500
+	for range cycles {
+		h, err := e.TryAcquire(ctx, req("k", 30*time.Second), true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Release(ctx, h); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Microsecond) // a cycle as long as a loopback round trip, roughly
+	}
+	elapsed := time.Since(start)
+	batches := e.obs.batches.Load()
+	if max := int64(elapsed/observerLinger) + 2; batches > max {
+		t.Fatalf("%d batches for %d events in %v; want at most %d", batches, 2*cycles, elapsed, max)
+	}
+	t.Logf("%d events in %d batches over %v", 2*cycles, batches, elapsed)
+}

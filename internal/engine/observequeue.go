@@ -58,6 +58,7 @@ const observerLinger = 10 * time.Millisecond
 type observerQueue struct {
 	o       Observer
 	dropped atomic.Uint64
+	batches atomic.Int64 // batches delivered, for tests of the batching
 
 	mu     sync.Mutex
 	buf    []event
@@ -127,6 +128,9 @@ func (q *observerQueue) drain() bool {
 	batch := q.buf
 	q.buf, q.spare = q.spare[:0], nil
 	q.mu.Unlock()
+	if len(batch) > 0 {
+		q.batches.Add(1)
+	}
 	for i := range batch {
 		q.deliver(&batch[i])
 		batch[i] = event{} // drop references (contexts, errors) early
