@@ -165,7 +165,9 @@ func (e *Engine) doneAcquire(ctx context.Context, op acquireOp, a Attempt, h *Ho
 	case ResultAcquired:
 		e.stats.acquired.Add(1)
 	case ResultError:
-		e.backendError("acquire", a.Kind, a.Key, err)
+		if errors.Is(err, ErrBackend) { // not a request the driver refused as invalid
+			e.backendError("acquire", a.Kind, a.Key, err)
+		}
 	}
 	if e.obs == nil {
 		return
