@@ -8,7 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dlockio/dlock"
 	"github.com/dlockio/dlock/internal/redistest"
+	dlockprom "github.com/dlockio/dlock/prometheus"
 	"github.com/dlockio/dlock/redisdriver"
 	"github.com/redis/go-redis/v9"
 )
@@ -36,13 +38,26 @@ func BenchmarkMetricsCostPaired(b *testing.B) {
 			srv := redistest.Start(b)
 			rdb := [2]*redis.Client{redistest.NewClient(b, srv.Addr()), redistest.NewClient(b, srv.Addr())}
 			aa := os.Getenv("DLOCK_BENCH_AA") != ""
+			// One collector for the process, as an application has: its
+			// series are made once, not per block.
+			col, err := dlockprom.New()
+			if err != nil {
+				b.Fatal(err)
+			}
 			var wall, cpu [2][]float64
 			block := func(i int, record bool) {
 				drv, err := redisdriver.New(rdb[i])
 				if err != nil {
 					b.Fatal(err)
 				}
-				c := benchClient(b, drv, i == 1 && !aa)
+				var opts []dlock.Option
+				if i == 1 && !aa {
+					opts = append(opts, dlock.WithObserver(col))
+				}
+				c, err := dlock.New(drv, opts...)
+				if err != nil {
+					b.Fatal(err)
+				}
 				lock := c.TryLock
 				if w == "lock" {
 					lock = c.Lock
