@@ -14,7 +14,7 @@ import (
 //
 // A Client never calls an Observer on its own paths: events are queued and
 // delivered, in the order they happened, by one goroutine per Client, in
-// batches about 10 ms apart (so events reach the Observer up to that much
+// batches about 100 ms apart (so events reach the Observer up to that much
 // after they happened; each carries its own times), so an
 // Observer needs no locking of its own against itself, and one that is slow
 // or blocks delays only its own events — never Lock, Unlock, a renewal, or

@@ -16,9 +16,9 @@ import (
 )
 
 // pairBlock is how many cycles one block of BenchmarkMetricsCostPaired
-// runs: long against the observer queue's 10 ms batching, so that a block
-// pays for nearly all of its own events.
-const pairBlock = 500
+// runs (about 0.15 s): longer than the observer queue's 100 ms batching,
+// so that blocks see its batches as a steady load does.
+const pairBlock = 2000
 
 // BenchmarkMetricsCostPaired measures the collector's cost as a paired
 // comparison, for machines too noisy for separate runs: blocks of
@@ -31,13 +31,15 @@ const pairBlock = 500
 // (user+sys, every goroutine) per cycle for each variant, and the
 // overheads in percent. b.N counts pairs of blocks. With DLOCK_BENCH_AA=1
 // neither variant has the collector: the overheads it reports are then
-// the noise floor of the comparison.
+// the noise floor of the comparison. With DLOCK_BENCH_NOP=1 the second
+// variant has an Observer that does nothing instead of the collector: the
+// share of the observer queue alone.
 func BenchmarkMetricsCostPaired(b *testing.B) {
 	for _, w := range []string{"trylock", "lock"} {
 		b.Run(w, func(b *testing.B) {
 			srv := redistest.Start(b)
 			rdb := [2]*redis.Client{redistest.NewClient(b, srv.Addr()), redistest.NewClient(b, srv.Addr())}
-			aa := os.Getenv("DLOCK_BENCH_AA") != ""
+			aa, nop := os.Getenv("DLOCK_BENCH_AA") != "", os.Getenv("DLOCK_BENCH_NOP") != ""
 			// One collector for the process, as an application has: its
 			// series are made once, not per block.
 			col, err := dlockprom.New()
@@ -51,7 +53,11 @@ func BenchmarkMetricsCostPaired(b *testing.B) {
 					b.Fatal(err)
 				}
 				var opts []dlock.Option
-				if i == 1 && !aa {
+				switch {
+				case i == 0 || aa:
+				case nop:
+					opts = append(opts, dlock.WithObserver(dlock.BaseObserver{}))
+				default:
 					opts = append(opts, dlock.WithObserver(col))
 				}
 				c, err := dlock.New(drv, opts...)

@@ -44,12 +44,19 @@ type event struct {
 const maxQueuedEvents = 1 << 15
 
 // observerLinger is how long the queue lets events gather before it
-// delivers them: one goroutine wake-up per batch instead of one per event,
-// which on a busy machine costs more than the event itself (a serial
-// Lock+Unlock loop on a loopback Redis paid tens of µs per cycle for
-// waking the goroutine at every event). Events reach the Observer at most
-// about this much later.
-const observerLinger = 10 * time.Millisecond
+// delivers them: a few goroutine wake-ups per second instead of one per
+// event. Waking a goroutine costs far more than an event's work: on a
+// loaded 2-core machine with a loopback Redis, one wake-up per event
+// nearly doubled the CPU time of a lock cycle, batches 10 ms apart still
+// added about 8 %, and 100 ms apart brought it within the noise (see
+// BenchmarkMetricsCostPaired in the prometheus module). Events reach the
+// Observer at most about this much later; each carries its own times.
+const observerLinger = 100 * time.Millisecond
+
+// observerFlushAt is the queue length at which a batch is delivered
+// without waiting for the linger to end, so that a burst is never dropped
+// for want of a wake-up: well below maxQueuedEvents.
+const observerFlushAt = 4096
 
 // observerQueue delivers events to an Observer on a goroutine of its own.
 // Producers append under a mutex held only for the append, and wake the
@@ -66,12 +73,13 @@ type observerQueue struct {
 	closed bool
 
 	kick    chan struct{} // the queue became non-empty
+	full    chan struct{} // the queue reached observerFlushAt
 	closing chan struct{} // closed by close: deliver what is left at once
 	done    chan struct{}
 }
 
 func newObserverQueue(o Observer) *observerQueue {
-	q := &observerQueue{o: o, kick: make(chan struct{}, 1), closing: make(chan struct{}), done: make(chan struct{})}
+	q := &observerQueue{o: o, kick: make(chan struct{}, 1), full: make(chan struct{}, 1), closing: make(chan struct{}), done: make(chan struct{})}
 	go q.run()
 	return q
 }
@@ -79,7 +87,7 @@ func newObserverQueue(o Observer) *observerQueue {
 // push queues ev; it never blocks.
 func (q *observerQueue) push(ev event) {
 	q.mu.Lock()
-	wake := false
+	wake, full := false, false
 	switch {
 	case q.closed:
 	case len(q.buf) >= maxQueuedEvents:
@@ -87,13 +95,14 @@ func (q *observerQueue) push(ev event) {
 	default:
 		wake = len(q.buf) == 0
 		q.buf = append(q.buf, ev)
+		full = len(q.buf) == observerFlushAt
 	}
 	q.mu.Unlock()
-	if wake {
-		select {
-		case q.kick <- struct{}{}:
-		default:
-		}
+	switch {
+	case wake:
+		signal(q.kick)
+	case full:
+		signal(q.full)
 	}
 }
 
@@ -108,6 +117,8 @@ func (q *observerQueue) run() {
 			linger.Reset(observerLinger)
 			select {
 			case <-linger.C:
+			case <-q.full:
+				linger.Stop()
 			case <-q.closing:
 				closing = true
 			}
@@ -141,6 +152,14 @@ func (q *observerQueue) drain() bool {
 	}
 	q.mu.Unlock()
 	return len(batch) > 0
+}
+
+// signal makes a non-blocking send on a channel buffered for one.
+func signal(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
 }
 
 func (q *observerQueue) deliver(ev *event) {
