@@ -404,3 +404,55 @@ func TestStatsRenewalsInFlight(t *testing.T) {
 		t.Fatalf("lease after its renewal was answered: %v", err)
 	}
 }
+
+// A multi-lock reports each lock it takes and releases as its own
+// acquisition and release, and a failed call as one acquisition named
+// after its keys: every lease starts and ends once in the events.
+func TestObserverSeesMultiLocks(t *testing.T) {
+	o := newRecorder()
+	c, err := dlock.New(memdriver.New(), dlock.WithObserver(o), dlock.WithLogger(quietLogger()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxTimeout(t, 10*time.Second)
+	m, err := c.TryLockAll(ctx, []string{"b", "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.TryLockAll(ctx, []string{"a", "c"}); !errors.Is(err, dlock.ErrNotAcquired) {
+		t.Fatalf("TryLockAll over a held lock: %v", err)
+	}
+	if s := c.Stats(); s.Held != 2 || s.Acquired != 2 {
+		t.Fatalf("Stats while held: %+v", s)
+	}
+	if err := m.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.Close()
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	acquired, busy := map[string]int{}, 0
+	for _, e := range o.acq {
+		switch e.Result {
+		case dlock.ResultAcquired:
+			acquired[e.Key]++
+		case dlock.ResultBusy:
+			busy++
+		}
+	}
+	if acquired["a"] != 1 || acquired["b"] != 1 || busy != 1 || len(o.acq) != 3 {
+		t.Errorf("acquire events %+v", o.acq)
+	}
+	released := map[string]bool{}
+	for _, e := range o.rel {
+		if e.Result == dlock.ResultReleased && e.WasHeld {
+			released[e.Key] = true
+		}
+	}
+	if len(o.rel) != 2 || !released["a"] || !released["b"] || len(o.lost) != 0 {
+		t.Errorf("release events %+v, lost %+v", o.rel, o.lost)
+	}
+	if s := c.Stats(); s.Held != 0 || s.Acquired != 2 || s.Released != 2 {
+		t.Errorf("Stats after Unlock: %+v", s)
+	}
+}

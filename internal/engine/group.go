@@ -113,6 +113,19 @@ func (g *Group) abandon(ctx context.Context) {
 // queued in the background and calling again retries. A definitive answer
 // is remembered.
 func (e *Engine) ReleaseGroup(ctx context.Context, g *Group) error {
+	g.mu.Lock()
+	answered := g.unlockDone
+	g.mu.Unlock()
+	if answered {
+		return e.releaseGroup(ctx, g) // the remembered answer: nothing to observe
+	}
+	start := e.observeStart()
+	err := e.releaseGroup(ctx, g)
+	e.releasedGroup(ctx, g, start, err)
+	return err
+}
+
+func (e *Engine) releaseGroup(ctx context.Context, g *Group) error {
 	_ = g.Err() // ends a hold past its deadline as lost
 	g.mu.Lock()
 	if g.unlockDone {

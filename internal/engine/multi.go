@@ -39,12 +39,18 @@ func groupLost(reqs []driver.AcquireRequest, g *Group) error {
 // ErrNotAcquired, naming a busy key, when one is held by another owner;
 // then nothing is held.
 func (e *Engine) TryAcquireAll(ctx context.Context, reqs []driver.AcquireRequest, renew bool) (*Group, error) {
-	return e.acquireAll(ctx, reqs, renew, false)
+	start := e.observeStart()
+	g, err := e.acquireAll(ctx, reqs, renew, false)
+	e.failedAll(ctx, start, reqs, err)
+	return g, err
 }
 
 // AcquireAll takes every lock of reqs, waiting as long as ctx allows.
 func (e *Engine) AcquireAll(ctx context.Context, reqs []driver.AcquireRequest, renew bool) (*Group, error) {
-	return e.acquireAll(ctx, reqs, renew, true)
+	start := e.observeStart()
+	g, err := e.acquireAll(ctx, reqs, renew, true)
+	e.failedAll(ctx, start, reqs, err)
+	return g, err
 }
 
 // AtomicAll reports whether the driver takes keys in one atomic step.
@@ -164,7 +170,7 @@ func (e *Engine) groupAttempt(ctx context.Context, g *Group, reqs []driver.Acqui
 	}
 	for i, r := range send {
 		h := &Hold{e: e, kind: driver.KindLock, key: r.Key, id: r.ID, token: res.Tokens[i], ttl: r.TTL,
-			inner: g.inner, cancel: g.cancel}
+			inner: g.inner, cancel: g.cancel, acquired: sent}
 		if !e.renewer.add(h, sent, renew) {
 			// Close raced with this acquisition; it releases what it tracks.
 			h.end(ErrClosed)
@@ -172,6 +178,7 @@ func (e *Engine) groupAttempt(ctx context.Context, g *Group, reqs []driver.Acqui
 			return false, 0, 0, ErrClosed
 		}
 		g.holds = append(g.holds, h)
+		e.partAcquired(ctx, h, sent)
 	}
 	return true, 0, 0, nil
 }

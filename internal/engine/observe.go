@@ -309,3 +309,51 @@ func (e *Engine) backendError(op string, kind driver.Kind, key string, err error
 		e.obs.push(event{typ: evBackend, kind: kind, key: key, what: op, err: err})
 	}
 }
+
+// Multi-locks (multi.go, group.go) report each lock they take as an
+// acquisition of its own, when it is taken, and each lock they release as a
+// release: every hold starts and ends once in the events, as single locks
+// do, so gauges built on them stay exact. A multi-lock call that fails is
+// one more acquisition event, named after all its keys.
+
+// partAcquired records a lock taken by a multi-lock, whose request was
+// sent at sent.
+func (e *Engine) partAcquired(ctx context.Context, h *Hold, sent time.Time) {
+	e.stats.acquired.Add(1)
+	if e.obs != nil {
+		e.obs.push(event{typ: evAcquire, ctx: ctx, kind: h.kind, key: h.key, what: ResultAcquired,
+			start: sent, d1: e.now().Sub(sent), n1: 1, token: h.token})
+	}
+}
+
+// failedAll records a multi-lock call that failed (started at start).
+func (e *Engine) failedAll(ctx context.Context, start time.Time, reqs []driver.AcquireRequest, err error) {
+	if err == nil {
+		return
+	}
+	result := acquireResult(ctx, nil, err)
+	name := keysName(reqs)
+	if result == ResultError && errors.Is(err, ErrBackend) {
+		e.backendError("acquire", driver.KindLock, name, err)
+	}
+	if e.obs != nil {
+		e.obs.push(event{typ: evAcquire, ctx: ctx, kind: driver.KindLock, key: name, what: result,
+			start: start, d1: e.now().Sub(start), err: err})
+	}
+}
+
+// releasedGroup records a ReleaseGroup call: one release per lock, with the
+// group's answer, or not_held for a lock that had been lost.
+func (e *Engine) releasedGroup(ctx context.Context, g *Group, start time.Time, err error) {
+	for _, h := range g.holds {
+		herr := err
+		h.mu.Lock()
+		if errors.Is(h.reason, ErrLost) {
+			herr = ErrNotHeld
+		} else if errors.Is(err, ErrNotHeld) {
+			herr = nil // the group's ErrNotHeld names other locks: this one was released
+		}
+		h.mu.Unlock()
+		e.doneRelease(ctx, h, start, herr)
+	}
+}
