@@ -456,3 +456,63 @@ func TestObserverSeesMultiLocks(t *testing.T) {
 		t.Errorf("Stats after Unlock: %+v", s)
 	}
 }
+
+// A fair lock's waiter holds a place in the store's queue while it waits:
+// that place is no lease, so it is neither held in Stats nor an event;
+// the grant is one acquisition, its Unlock one release.
+func TestObserverSeesFairLocks(t *testing.T) {
+	store := memdriver.New()
+	o1, o2 := newRecorder(), newRecorder()
+	c1, err := dlock.New(store, dlock.WithObserver(o1), dlock.WithLogger(quietLogger()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c2, err := dlock.New(store.Connect(), dlock.WithObserver(o2), dlock.WithLogger(quietLogger()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxTimeout(t, 10*time.Second)
+	l1, err := c1.Lock(ctx, "k", dlock.WithFIFO())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan *dlock.Lease, 1)
+	go func() {
+		l, err := c2.Lock(ctx, "k", dlock.WithFIFO(), dlock.WithTTL(300*time.Millisecond))
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	// The waiter's place is renewed like a lease (every TTL/3): wait for
+	// its first renewal, then check it is not counted as held.
+	o2.await(t, 5*time.Second, "a renewal of the waiter's place", func() bool { return len(o2.renew) > 0 })
+	if s := c2.Stats(); s.Held != 0 {
+		t.Fatalf("c2 Stats while queued: %+v", s)
+	}
+	if err := l1.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l2 := <-got
+	if l2 == nil {
+		t.FailNow()
+	}
+	if s := c2.Stats(); s.Held != 1 || s.Acquired != 1 {
+		t.Fatalf("c2 Stats when granted: %+v", s)
+	}
+	if err := l2.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_ = c1.Close()
+	_ = c2.Close()
+	for name, o := range map[string]*recorder{"c1": o1, "c2": o2} {
+		o.mu.Lock()
+		if len(o.acq) != 1 || o.acq[0].Result != dlock.ResultAcquired || len(o.rel) != 1 || !o.rel[0].WasHeld || len(o.lost) != 0 {
+			t.Errorf("%s: acquire %+v release %+v lost %+v", name, o.acq, o.rel, o.lost)
+		}
+		o.mu.Unlock()
+	}
+	if s := c2.Stats(); s.Held != 0 || s.Acquired != 1 || s.Released != 1 || s.Lost != 0 {
+		t.Errorf("c2 Stats at the end: %+v", s)
+	}
+}

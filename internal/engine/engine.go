@@ -49,7 +49,7 @@ type Engine struct {
 	renewer  *renewer
 	releaser *releaser
 	waits    *waitRegistry
-	queue    *queueWaits // queued leases' grant announcements (queue.go)
+	queue    *queueWaits    // queued leases' grant announcements (queue.go)
 	obs      *observerQueue // nil without an Observer
 	stats    stats
 

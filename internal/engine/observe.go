@@ -117,7 +117,12 @@ type Stats struct {
 // Stats returns the current snapshot.
 func (e *Engine) Stats() Stats {
 	e.renewer.mu.Lock()
-	held := len(e.renewer.h)
+	held := 0
+	for _, x := range e.renewer.h {
+		if x.h.kind != driver.KindWaiter { // a fair lock's waiter place is no lease
+			held++
+		}
+	}
 	e.renewer.mu.Unlock()
 	var dropped uint64
 	if e.obs != nil {
@@ -173,7 +178,10 @@ func (e *Engine) doneAcquire(ctx context.Context, op acquireOp, a Attempt, h *Ho
 		return
 	}
 	ev := event{typ: evAcquire, ctx: ctx, kind: a.Kind, key: a.Key, what: result,
-		start: op.start, d1: e.now().Sub(op.start), n1: *op.attempts, err: err}
+		start: op.start, d1: e.now().Sub(op.start), err: err}
+	if op.attempts != nil {
+		ev.n1 = *op.attempts
+	}
 	if h != nil {
 		ev.token = h.token
 	}
@@ -253,13 +261,16 @@ func (h *Hold) lose(why string) bool {
 	if !h.end(ErrLost) {
 		return false
 	}
+	if h.kind == driver.KindWaiter {
+		return true // a waiter's place is no lease: its waiter asks the store (queue.go)
+	}
 	h.e.stats.lost.Add(1)
 	h.e.lostEvent(h, why)
 	return true
 }
 
 func (e *Engine) lostEvent(h *Hold, why string) {
-	if e.obs != nil {
+	if e.obs != nil && h.kind != driver.KindWaiter {
 		e.obs.push(event{typ: evLost, kind: h.kind, key: h.key, token: h.token, what: why,
 			d1: e.now().Sub(h.acquired)})
 	}

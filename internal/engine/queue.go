@@ -90,6 +90,13 @@ func (e *Engine) TryAcquireQueued(ctx context.Context, req driver.QueueRequest, 
 // the background at once; if the store granted it meanwhile, that release
 // frees the grant too, for the next waiter.
 func (e *Engine) AcquireQueued(ctx context.Context, req driver.QueueRequest, renew bool) (*Hold, error) {
+	op := acquireOp{start: e.observeStart()} // Attempts stays 0: enqueues are not counted
+	h, err := e.acquireQueued(ctx, req, renew)
+	e.doneAcquire(ctx, op, Attempt{Kind: req.Mode.HolderKind(), Key: req.Key}, h, err)
+	return h, err
+}
+
+func (e *Engine) acquireQueued(ctx context.Context, req driver.QueueRequest, renew bool) (*Hold, error) {
 	q, err := e.queuer()
 	if err != nil {
 		return nil, err
@@ -247,7 +254,7 @@ func (e *Engine) takeOver(ctx context.Context, kind driver.Kind, req driver.Queu
 
 // newHold tracks a lease whose deadline counts from sent.
 func (e *Engine) newHold(ctx context.Context, kind driver.Kind, key, id string, token uint64, ttl time.Duration, sent time.Time, renew bool) (*Hold, error) {
-	h := &Hold{e: e, kind: kind, key: key, id: id, token: token, ttl: ttl}
+	h := &Hold{e: e, kind: kind, key: key, id: id, token: token, ttl: ttl, acquired: sent}
 	h.inner, h.cancel = context.WithCancelCause(context.WithoutCancel(ctx))
 	if !e.renewer.add(h, sent, renew) {
 		h.end(ErrClosed)
