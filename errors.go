@@ -27,6 +27,11 @@ var (
 	// ErrBackend: the store could not be reached or failed. The wrapped error
 	// carries the driver's cause.
 	ErrBackend = engine.ErrBackend
+	// ErrUpgrade: a read-write lock was asked for under a context derived
+	// from one of its own leases that is still held — most often the write
+	// lock under a read lease (an upgrade) — which would wait for itself.
+	// Release the lease first (see RWMutex.Lock).
+	ErrUpgrade = errors.New("dlock: read-write lock requested under its own lease (upgrade or nested lock)")
 	// ErrUnsupported: the driver does not offer the operation (for example
 	// Inspect on a driver without operator functions).
 	ErrUnsupported = errors.New("dlock: not supported by this driver")

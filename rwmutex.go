@@ -1,0 +1,87 @@
+package dlock
+
+import "context"
+
+// RWMutex is a handle on the read-write lock name: any number of readers
+// share it, a writer excludes readers and other writers. Get one with
+// Client.RWMutex; it holds no state of its own beyond the name, so handles
+// made for the same name, in any process, are the same lock.
+//
+// Every RLock and Lock returns its own *Lease, with everything a lease of
+// Client.Lock has: its own TTL renewed by the Client's watchdog, Done,
+// Context and Err that end before the store can expire it, and an
+// idempotent Unlock. A reader that dies frees its share within one TTL
+// without touching the other readers.
+//
+// Readers and writers are admitted in arrival order: a reader that arrives
+// while a writer waits queues behind that writer, so a steady stream of
+// readers cannot starve writers, and a writer waits only for the readers
+// that arrived before it.
+//
+// Tokens: a write lease's Token is a fencing token like Client.Lock's,
+// strictly greater than every token issued for name before. A read lease's
+// Token names the write epoch it reads: it is at least the token of every
+// write lease granted on name before the reader, and below the token of
+// every write lease granted after it. A resource that accepts a read only
+// if its token is at least the highest write token it has seen rejects a
+// reader that was paused past a newer write. See docs/rwlock.md.
+//
+// Asking for the lock again through a context derived from one of its own
+// leases would wait for itself behind the queue; it is refused with
+// ErrUpgrade instead (see Lock). The check follows contexts, not
+// goroutines: a lease held by one goroutine and a Lock called by another
+// with an unrelated context are two independent holders, as they would be
+// in two processes.
+type RWMutex struct {
+	c    *Client
+	name string
+}
+
+// RWMutex returns a handle on the read-write lock name. The name is
+// checked (like Lock's key) by each call that acquires.
+//
+// The write side is the exclusive lock of Client.Lock: Client.Lock(ctx,
+// name) and RWMutex(name).Lock exclude each other and readers alike, and
+// draw their tokens from one sequence. RWMutex.Lock waits in the queue in
+// arrival order; Client.Lock and TryLock never take the lock while anyone
+// is queued for it or reads it.
+func (c *Client) RWMutex(name string) *RWMutex { return &RWMutex{c: c, name: name} }
+
+// Name returns the lock's name.
+func (m *RWMutex) Name() string { return m.name }
+
+// RLock takes a read lease, waiting as long as ctx allows: until no writer
+// holds the lock and none is queued ahead of this reader. Waiting follows
+// release notifications, like Client.Lock. Under a context derived from a
+// lease of this lock it returns ErrUpgrade (see Lock).
+func (m *RWMutex) RLock(ctx context.Context, opts ...LockOption) (*Lease, error) {
+	return m.c.acquireQueued(ctx, queued{name: m.name, mode: modeShared, wait: true}, opts)
+}
+
+// TryRLock makes one attempt at a read lease. It returns ErrNotAcquired
+// when a writer holds the lock or is queued.
+func (m *RWMutex) TryRLock(ctx context.Context, opts ...LockOption) (*Lease, error) {
+	return m.c.acquireQueued(ctx, queued{name: m.name, mode: modeShared}, opts)
+}
+
+// Lock takes the write lease, waiting as long as ctx allows: until the
+// readers and the writer that arrived earlier are gone.
+//
+// When ctx is derived from a read lease of this lock that is still held
+// (its Context, or a context made from it), Lock returns ErrUpgrade at
+// once: the writer would wait for that reader forever. Release the read
+// lease and call Lock, and re-read what the read lease protected: another
+// writer may come first. Every nested request is refused the same way, by
+// all four calls: a second read lease under a read lease would queue
+// behind a waiting writer that waits for the first, and any request under
+// the write lease waits for that lease.
+func (m *RWMutex) Lock(ctx context.Context, opts ...LockOption) (*Lease, error) {
+	return m.c.acquireQueued(ctx, queued{name: m.name, mode: modeExclusive, wait: true}, opts)
+}
+
+// TryLock makes one attempt at the write lease. It returns ErrNotAcquired
+// when a reader or writer holds the lock or is queued, and ErrUpgrade as
+// Lock does.
+func (m *RWMutex) TryLock(ctx context.Context, opts ...LockOption) (*Lease, error) {
+	return m.c.acquireQueued(ctx, queued{name: m.name, mode: modeExclusive}, opts)
+}
