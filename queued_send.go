@@ -19,26 +19,19 @@ func (m mode) driverMode() driver.Mode {
 	return driver.ModeExclusive
 }
 
-// sendQueued makes the acquisition q through the engine, on a driver that
-// keeps queued leases (driver.Queuer).
+// sendQueued makes the acquisition q through the engine's queue, on a
+// driver that keeps queued leases (driver.Queuer).
 func (c *Client) sendQueued(ctx context.Context, q queued, req driver.AcquireRequest, lc lockConfig) (*Lease, error) {
-	qr, ok := c.drv.(driver.Queuer)
-	if !ok {
+	if !c.e.SupportsQueue() {
 		return nil, fmt.Errorf("dlock: %s %q: %w", q.mode, q.name, ErrUnsupported)
 	}
-	m := q.mode.driverMode()
-	a := engine.Attempt{Kind: m.HolderKind(), Key: q.name, TTL: req.TTL,
-		Send: func(ctx context.Context, id string, waiting bool) (driver.AcquireResult, error) {
-			res, err := qr.Enqueue(ctx, driver.QueueRequest{Key: q.name, ID: id, TTL: req.TTL,
-				Owner: req.Owner, Mode: m, Limit: q.limit})
-			return driver.AcquireResult{Acquired: res.Granted, Token: res.Token, RetryAfter: res.RetryAfter}, err
-		}}
+	qr := driver.QueueRequest{Key: q.name, TTL: req.TTL, Owner: req.Owner, Mode: q.mode.driverMode(), Limit: q.limit}
 	var h *engine.Hold
 	var err error
 	if q.wait {
-		h, err = c.e.AcquireWith(ctx, a, lc.watchdog)
+		h, err = c.e.AcquireQueued(ctx, qr, lc.watchdog)
 	} else {
-		h, err = c.e.TryAcquireWith(ctx, a, lc.watchdog)
+		h, err = c.e.TryAcquireQueued(ctx, qr, lc.watchdog)
 	}
 	if err != nil {
 		return nil, err
