@@ -22,7 +22,6 @@ func (c *tripCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.
 	return func(ctx context.Context, cmds []redis.Cmder) error { c.n.Add(1); return next(ctx, cmds) }
 }
 
-
 // BenchmarkSharedUncontended is one acquire+release cycle of each queued
 // primitive on a free name, next to Client.Lock, on one loopback
 // redis-server: ns/op, the server's time per cycle (redis-µs/op, from INFO
