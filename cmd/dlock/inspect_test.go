@@ -51,8 +51,30 @@ func TestStatusAndList(t *testing.T) {
 	}
 
 	code, stdout, _ = dlock(t, url, "status", "report:daily")
-	if code != 0 || !strings.Contains(stdout, strconv.FormatUint(token, 10)) || !strings.Contains(stdout, "nightly report") {
+	if code != 0 || !strings.Contains(stdout, "nightly report") {
 		t.Fatalf("status text: %d %q", code, stdout)
+	}
+	// The token shown is the holder's own, the DLOCK_TOKEN its command got,
+	// and labelled so.
+	if want := " " + strconv.FormatUint(token, 10) + " (the holder's own, its DLOCK_TOKEN)\n"; !strings.Contains(stdout, "\ntoken: ") || !strings.Contains(stdout, want) {
+		t.Fatalf("status text %q lacks %q", stdout, want)
+	}
+
+	// Text list: a header, then the lock; an explicit line when none.
+	code, stdout, _ = dlock(t, url, "list", "report:")
+	lines := strings.Split(strings.TrimSpace(stdout), "\n")
+	if code != 0 || len(lines) != 2 || !strings.HasPrefix(lines[0], "KEY ") || !strings.HasPrefix(lines[1], "report:daily ") ||
+		!strings.Contains(lines[1], strconv.FormatUint(token, 10)) {
+		t.Fatalf("list text: %d %q", code, stdout)
+	}
+	code, stdout, _ = dlock(t, url, "list", "other:")
+	if code != 0 || stdout != "no locks held with a name starting with \"other:\"\n" {
+		t.Fatalf("list text of no locks: %d %q", code, stdout)
+	}
+	// DLOCK_JSON sets --json like any other flag.
+	code, stdout, _ = dlockEnv(t, url, []string{"DLOCK_JSON=1"}, "list", "other:")
+	if code != 0 || strings.TrimSpace(stdout) != "[]" {
+		t.Fatalf("list with DLOCK_JSON=1: %d %q", code, stdout)
 	}
 
 	var list []lockJSON
@@ -96,4 +118,35 @@ func TestUnlockForce(t *testing.T) {
 		t.Fatalf("unlock of a free lock: %d, want 1", code)
 	}
 	oneLine(t, stderr)
+	code, stdout, _ = dlock(t, url, "unlock", "--force", "--json", "stuck")
+	if code != 1 || strings.Join(strings.Fields(stdout), " ") != `{ "key": "stuck", "broken": false }` {
+		t.Fatalf("unlock --json of a free lock: %d %q", code, stdout)
+	}
+
+	_, token, _ = holdLock(t, url, "stuck2", "--ttl", "300ms")
+	code, stdout, _ = dlock(t, url, "unlock", "--force", "--json", "stuck2")
+	var broke struct {
+		Key    string  `json:"key"`
+		Broken bool    `json:"broken"`
+		Token  *uint64 `json:"token"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &broke); code != 0 || err != nil || broke.Key != "stuck2" || !broke.Broken ||
+		broke.Token == nil || *broke.Token != token {
+		t.Fatalf("unlock --json: %d %q %v, want token %d", code, stdout, err, token)
+	}
+}
+
+// TestUnlockForceNotFromEnvironment: --force confirms one action and is
+// never taken from a variable left in the environment.
+func TestUnlockForceNotFromEnvironment(t *testing.T) {
+	t.Parallel()
+	url, _ := server(t)
+	_, _, _ = holdLock(t, url, "kept")
+	code, _, stderr := dlockEnv(t, url, []string{"DLOCK_FORCE=1"}, "unlock", "kept")
+	if code != 64 || !strings.Contains(stderr, "--force") {
+		t.Fatalf("unlock with DLOCK_FORCE=1: %d %q, want 64", code, stderr)
+	}
+	if code, _, _ := dlock(t, url, "status", "kept"); code != 0 {
+		t.Fatalf("the lock was broken: status %d", code)
+	}
 }

@@ -7,15 +7,22 @@ import (
 	"context"
 	"os"
 
+	dl "github.com/dlockio/dlock"
 	"github.com/dlockio/dlock/internal/cli"
 	"github.com/redis/go-redis/v9"
 )
+
+// version is what dlock --version prints. Release builds may set it:
+// go build -ldflags "-X main.version=1.2.3" ./cmd/dlock
+var version = dl.Version
 
 func main() {
 	// go-redis logs every failed dial on its own; dlock reports a failure
 	// once, as its exit message, so the library's log would only repeat it.
 	redis.SetLogger(silent{})
-	os.Exit(cli.Main(context.Background(), os.Args[1:], cli.OSEnv()))
+	env := cli.OSEnv()
+	env.Version = version
+	os.Exit(cli.Main(context.Background(), os.Args[1:], env))
 }
 
 type silent struct{}

@@ -123,9 +123,15 @@ type proc struct {
 // and waited for when the test ends, if it has not exited by then.
 func start(t *testing.T, url string, args ...string) *proc {
 	t.Helper()
+	return startEnv(t, url, nil, args...)
+}
+
+// startEnv is start with extra NAME=value variables for dlock.
+func startEnv(t *testing.T, url string, env []string, args ...string) *proc {
+	t.Helper()
 	p := &proc{t: t, done: make(chan struct{})}
 	p.cmd = exec.Command(dlockBin, args...)
-	p.cmd.Env = append(environWithout("DLOCK_REDIS"), "DLOCK_REDIS="+url, "DLOCK_BIN="+dlockBin)
+	p.cmd.Env = append(append(dlockFreeEnviron(), "DLOCK_REDIS="+url, "DLOCK_BIN="+dlockBin), env...)
 	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -168,12 +174,32 @@ func (p *proc) wait(timeout time.Duration) int {
 	}
 }
 
+// dlockEnv runs dlock to completion with extra variables.
+func dlockEnv(t *testing.T, url string, env []string, args ...string) (int, string, string) {
+	t.Helper()
+	p := startEnv(t, url, env, args...)
+	code := p.wait(30 * time.Second)
+	return code, p.stdout.String(), p.stderr.String()
+}
+
 // dlock runs dlock to completion and returns status, stdout and stderr.
 func dlock(t *testing.T, url string, args ...string) (int, string, string) {
 	t.Helper()
 	p := start(t, url, args...)
 	code := p.wait(30 * time.Second)
 	return code, p.stdout.String(), p.stderr.String()
+}
+
+// dlockFreeEnviron is the test's environment without any DLOCK_*
+// variable, which would set dlock's flags.
+func dlockFreeEnviron() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "DLOCK_") {
+			env = append(env, kv)
+		}
+	}
+	return env
 }
 
 func environWithout(name string) []string {
@@ -249,3 +275,6 @@ func oneLine(t *testing.T, s string) {
 
 // writeFile creates path, the signal a test gives a waiting command.
 func writeFile(path string) error { return os.WriteFile(path, []byte("x\n"), 0o600) }
+
+// dlVersion is the version a plain build reports.
+const dlVersion = dl.Version

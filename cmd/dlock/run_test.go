@@ -89,7 +89,8 @@ func TestHelp(t *testing.T) {
 	for _, args := range [][]string{
 		{"--help"}, {"-h"}, {"help"}, {"help", "run"},
 		{"run", "--help"}, {"status", "--help"}, {"list", "--help"},
-		{"unlock", "--help"}, {"demo", "--help"},
+		{"unlock", "--help"}, {"demo", "--help"}, {"completion", "--help"}, {"version", "--help"},
+		{"help", "completion"}, {"run", "-h"},
 	} {
 		code, stdout, stderr := dlock(t, url, args...)
 		if code != 0 || !strings.Contains(stdout, "Usage: dlock") || stderr != "" {

@@ -47,6 +47,10 @@ type Env struct {
 	Stdout io.Writer
 	Stderr io.Writer
 	Getenv func(string) string
+	// Version is what --version prints; empty means dlock.Version. The
+	// binary sets it from a variable that -ldflags "-X main.version=..."
+	// overrides at build time.
+	Version string
 }
 
 // OSEnv returns the Env of the current process.
@@ -54,20 +58,37 @@ func OSEnv() Env {
 	return Env{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv}
 }
 
-// command is one subcommand; run returns nil for status 0.
+// runFunc runs a command on its arguments; nil means status 0.
+type runFunc func(ctx context.Context, s *invocation, args []string) error
+
+// version is the version this invocation reports.
+func (s *invocation) version() string {
+	if s.env.Version != "" {
+		return s.env.Version
+	}
+	return dlock.Version
+}
+
+// command is one subcommand. define declares its flags on f (the one place
+// a flag is added: help, environment and completion follow from it) and
+// returns the function that runs the command with their parsed values.
 type command struct {
 	name    string
 	summary string
-	run     func(ctx context.Context, s *invocation, args []string) error
+	usage   string
+	noEnv   bool // reads no DLOCK_* variable (demo, completion, version)
+	define  func(f *flagSet) runFunc
 }
 
 func commands() []command {
 	return []command{
-		{"run", "run a command while holding a lock", runCommand},
-		{"status", "show who holds a lock", statusCommand},
-		{"list", "list held locks", listCommand},
-		{"unlock", "break a lock (operator's break-glass)", unlockCommand},
-		{"demo", "reproduce the double-processing incident, then fix it with dlock", demoCommand},
+		{name: "run", summary: "run a command while holding a lock", usage: runUsage, define: defineRun},
+		{name: "status", summary: "show who holds a lock", usage: statusUsage, define: defineStatus},
+		{name: "list", summary: "list held locks", usage: listUsage, define: defineList},
+		{name: "unlock", summary: "break a lock (operator's break-glass)", usage: unlockUsage, define: defineUnlock},
+		{name: "demo", summary: "reproduce the double-processing incident, then fix it with dlock", usage: demoUsage, noEnv: true, define: defineDemo},
+		{name: "completion", summary: "print a shell completion script (bash, zsh, fish)", usage: completionUsage, noEnv: true, define: defineCompletion},
+		{name: "version", summary: "print dlock's version", usage: versionUsage, noEnv: true, define: defineVersion},
 	}
 }
 
@@ -75,30 +96,39 @@ func commands() []command {
 // subcommand flag sets.
 type invocation struct {
 	env   Env
-	cmd   string
-	usage string // the subcommand's help text
+	cmd   *command
+	flags *flagSet // the subcommand's
 	redis redisFlag
 }
 
 // Main runs the dlock command line with args (without the program name)
 // and returns the process exit status.
+//
+// A run interrupted during --min-hold returns without releasing its lock
+// (it is left to expire, as if dlock had been killed), so the caller must
+// exit the process with the returned status, as cmd/dlock does.
 func Main(ctx context.Context, args []string, env Env) int {
 	s := &invocation{env: env}
 	s.redis.value = env.Getenv(redisURLEnv)
 	if s.redis.value == "" {
 		s.redis.value = defaultRedisURL
 	}
-	fs := flag.NewFlagSet("dlock", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fs.Var(&s.redis, "redis", "Redis `URL`")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			s.mainUsage(env.Stdout)
-			return ExitOK
-		}
-		return s.fail(usageErrorf("%v (see dlock --help)", err))
+	g := newFlagSet("")
+	g.add(s.redisSpec())
+	showVersion := g.boolean("version", "V", "print the version and exit")
+	g.noEnv()
+	err := g.parseArgs(args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		s.mainUsage(env.Stdout)
+		return ExitOK
+	case err != nil:
+		return s.fail(err)
+	case *showVersion:
+		fmt.Fprintln(env.Stdout, "dlock", s.version())
+		return ExitOK
 	}
-	rest := fs.Args()
+	rest := g.fs.Args()
 	if len(rest) == 0 {
 		return s.fail(usageErrorf("missing command (see dlock --help)"))
 	}
@@ -106,13 +136,30 @@ func Main(ctx context.Context, args []string, env Env) int {
 	if name == "help" {
 		return s.help(ctx, rest[1:])
 	}
-	for _, c := range commands() {
-		if c.name == name {
-			s.cmd = name
-			return s.exit(c.run(ctx, s, rest[1:]))
-		}
+	if c := findCommand(name); c != nil {
+		return s.exit(s.start(c)(ctx, s, rest[1:]))
 	}
 	return s.fail(usageErrorf("unknown command %q (see dlock --help)", name))
+}
+
+func findCommand(name string) *command {
+	for _, c := range commands() {
+		if c.name == name {
+			return &c
+		}
+	}
+	return nil
+}
+
+// start declares c's flags (with --redis) and returns its runner.
+func (s *invocation) start(c *command) runFunc {
+	s.cmd = c
+	s.flags = newFlagSet(c.name)
+	s.flags.envOff = c.noEnv
+	if c.name != "completion" && c.name != "version" {
+		s.flags.add(s.redisSpec())
+	}
+	return c.define(s.flags)
 }
 
 func (s *invocation) help(ctx context.Context, args []string) int {
@@ -120,11 +167,8 @@ func (s *invocation) help(ctx context.Context, args []string) int {
 		s.mainUsage(s.env.Stdout)
 		return ExitOK
 	}
-	for _, c := range commands() {
-		if c.name == args[0] {
-			s.cmd = c.name
-			return s.exit(c.run(ctx, s, []string{"--help"}))
-		}
+	if c := findCommand(args[0]); c != nil {
+		return s.exit(s.start(c)(ctx, s, []string{"--help"}))
 	}
 	return s.fail(usageErrorf("unknown command %q (see dlock --help)", args[0]))
 }
@@ -132,15 +176,27 @@ func (s *invocation) help(ctx context.Context, args []string) int {
 func (s *invocation) mainUsage(w io.Writer) {
 	var b strings.Builder
 	b.WriteString("dlock: distributed locks on Redis, from the shell.\n\n")
-	b.WriteString("Usage: dlock [--redis URL] COMMAND [FLAGS] [ARGS]\n\nCommands:\n")
+	b.WriteString("Usage: dlock [--redis URL] COMMAND [FLAGS] [ARGS]\n       dlock --version\n\nCommands:\n")
 	for _, c := range commands() {
-		fmt.Fprintf(&b, "  %-8s %s\n", c.name, c.summary)
+		fmt.Fprintf(&b, "  %-10s %s\n", c.name, c.summary)
 	}
-	b.WriteString("\nRun 'dlock COMMAND --help' for a command's flags. Flags come before arguments.\n")
+	b.WriteString("\nRun 'dlock COMMAND --help' for a command's flags. Flags come before arguments\n(run: before the \"--\"). See docs/cli.md for the flock/consul lock comparison.\n")
+	b.WriteString(envHelp)
 	b.WriteString(redisHelp)
 	b.WriteString(exitHelp)
 	_, _ = io.WriteString(w, b.String())
 }
+
+const envHelp = `
+Every flag of run, status, list and unlock can also be set by a DLOCK_*
+variable named after its long form (--min-hold: DLOCK_MIN_HOLD=2m,
+--quiet: DLOCK_QUIET=1). A flag on the command line wins over the variable,
+the variable over the default; a bad value in either is a usage error (64).
+Not from the environment: unlock --force and run -c (they say what to do,
+not how), -n (its variable form is DLOCK_WAIT=0), --help and --version.
+demo, completion and version read no variables.
+Durations are seconds (10, 0.5) or Go durations (1m30s, 500ms).
+`
 
 const redisHelp = `
 --redis URL (default: $DLOCK_REDIS, else redis://127.0.0.1:6379/0), on any command:
@@ -158,12 +214,14 @@ const exitHelp = `
 Exit status:
   0   success (run: the command's own status, 128+N if it died by signal N)
   1   status, unlock: the lock is not held
-  64  usage error: flags, arguments, durations, TTL or URL
-  69  Redis unreachable or failing
+  64  usage error: flags, variables, arguments, durations, TTL or URL
+      (also a database number the server does not have)
+  69  Redis unreachable, failing or not answering in time
   70  internal error
-  75  run: lock not acquired within --wait
+  75  run: lock not acquired within --wait (-E CODE changes it)
   76  run: lock lost while the command ran (the command was terminated)
   126, 127  run: the command could not be executed / was not found
+  128+N     run: signal N while waiting for the lock or during --min-hold
 `
 
 // redisFlag is --redis; set records whether it was given explicitly (the
@@ -173,40 +231,47 @@ type redisFlag struct {
 	set   bool
 }
 
-func (f *redisFlag) String() string { return f.value }
+func (f *redisFlag) String() string {
+	if f == nil {
+		return ""
+	}
+	return f.value
+}
+
 func (f *redisFlag) Set(v string) error {
 	f.value, f.set = v, true
 	return nil
 }
 
-// flagSet returns a subcommand's flag set, which also accepts --redis.
-// Its help text is usage followed by the flag defaults.
-func (s *invocation) flagSet(usage string) *flag.FlagSet {
-	fs := flag.NewFlagSet("dlock "+s.cmd, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fs.Usage = func() {} // parse errors become one-line messages instead
-	fs.Var(&s.redis, "redis", "Redis `URL` (see dlock --help)")
-	s.usage = usage
-	return fs
+// redisSpec is --redis, accepted by the global and every store command's
+// flags. Its variable, DLOCK_REDIS, is read once by Main.
+func (s *invocation) redisSpec() *flagSpec {
+	return &flagSpec{name: "redis", arg: "URL", usage: "Redis URL (see dlock --help)",
+		def: "$DLOCK_REDIS, else " + defaultRedisURL, value: &s.redis}
 }
 
 // errHelp ends a command that printed its help: status 0.
 var errHelp = errors.New("help shown")
 
-// parse parses a subcommand's flags; --help prints usage and yields errHelp.
-func (s *invocation) parse(fs *flag.FlagSet, args []string) error {
-	err := fs.Parse(args)
+// parse parses the subcommand's flags (and, unless the command reads
+// none, the environment); --help prints usage and yields errHelp.
+func (s *invocation) parse(args []string) error {
+	if err := s.flags.applyEnv(s.env.Getenv); err != nil {
+		return err
+	}
+	return s.parseArgs(args)
+}
+
+// parseArgs parses command-line flags only (the environment applied).
+func (s *invocation) parseArgs(args []string) error {
+	err := s.flags.parseArgs(args)
 	if errors.Is(err, flag.ErrHelp) {
-		fmt.Fprint(s.env.Stdout, s.usage)
+		fmt.Fprint(s.env.Stdout, s.cmd.usage)
 		fmt.Fprintln(s.env.Stdout, "\nFlags:")
-		fs.SetOutput(s.env.Stdout)
-		fs.PrintDefaults()
+		s.flags.writeHelp(s.env.Stdout)
 		return errHelp
 	}
-	if err != nil {
-		return usageErrorf("%v (see dlock %s --help)", err, s.cmd)
-	}
-	return nil
+	return err
 }
 
 // exitError carries a specific status. A nil err with quiet set passes a
@@ -266,8 +331,8 @@ func (s *invocation) exit(err error) int {
 
 func (s *invocation) fail(err error) int {
 	prog := "dlock"
-	if s.cmd != "" {
-		prog += " " + s.cmd
+	if s.cmd != nil {
+		prog += " " + s.cmd.name
 	}
 	msg := strings.TrimPrefix(err.Error(), "dlock: ")
 	msg = strings.ReplaceAll(msg, "\n", " ")

@@ -3,6 +3,8 @@ package cli
 import (
 	"context"
 	"fmt"
+	"math"
+	"time"
 
 	"github.com/dlockio/dlock/internal/cli/demo"
 )
@@ -25,15 +27,29 @@ that server, under keys starting with "dlock-demo:", removed afterwards.
 Progress goes to stderr, the table (or --json) to stdout.
 `
 
-func demoCommand(ctx context.Context, s *invocation, args []string) error {
-	fs := s.flagSet(demoUsage)
-	workers := fs.Int("workers", demo.DefaultWorkers, "number of service instances")
-	orders := fs.Int("orders", demo.DefaultOrders, "number of orders in the queue")
-	ttl := fs.Duration("ttl", demo.DefaultTTL, "lock TTL; slow orders take 2×TTL, freezes last 3×TTL")
-	asJSON := fs.Bool("json", false, "print the measurements as JSON instead of a table")
-	if err := s.parse(fs, args); err != nil {
+// demoFlags are demo's flags; demo reads no environment variables.
+type demoFlags struct {
+	workers, orders *int
+	ttl             *time.Duration
+	json            *bool
+}
+
+func defineDemo(f *flagSet) runFunc {
+	o := demoFlags{
+		workers: f.integer("workers", "", demo.DefaultWorkers, math.MinInt, math.MaxInt, "number of service instances"),
+		orders:  f.integer("orders", "", demo.DefaultOrders, math.MinInt, math.MaxInt, "number of orders in the queue"),
+		ttl:     f.duration("ttl", "", demo.DefaultTTL, true, "lock TTL; slow orders take 2×TTL, freezes last 3×TTL"),
+		json:    f.boolean("json", "", "print the measurements as JSON instead of a table"),
+	}
+	return func(ctx context.Context, s *invocation, args []string) error { return demoCommand(ctx, s, o, args) }
+}
+
+func demoCommand(ctx context.Context, s *invocation, o demoFlags, args []string) error {
+	workers, orders, ttl, asJSON := o.workers, o.orders, o.ttl, o.json
+	if err := s.parse(args); err != nil {
 		return err
 	}
+	fs := s.flags.fs
 	if fs.NArg() > 0 {
 		return usageErrorf("unexpected argument %q (see dlock demo --help)", fs.Arg(0))
 	}

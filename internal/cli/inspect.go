@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"sort"
@@ -16,27 +15,34 @@ import (
 	"github.com/dlockio/dlock/redisdriver"
 )
 
-// inspectTimeout bounds an operator command against a store that hangs
-// (a variable for tests).
-var inspectTimeout = 10 * time.Second
+// inspectTimeout is the default of --timeout: how long status, list and
+// unlock wait for the store before reporting it unreachable (69).
+const inspectTimeout = 5 * time.Second
 
-const statusUsage = `Usage: dlock status [--json] KEY
+const statusUsage = `Usage: dlock status [--json] [--timeout D] KEY
 
-Shows who holds the lock KEY: the holder's fencing token, host, pid and
-meta text, how long it has been held and how long its TTL has left.
-Exit status 0 when held, 1 when free.
+Shows who holds the lock KEY: the holder's own fencing token (the
+DLOCK_TOKEN its command was given; on Redis the holder's token is also the
+newest one issued for KEY, since a token is issued only to an acquisition),
+its host, pid and meta text, how long it has been held and how long its TTL
+has left. Waiters are not shown: the store does not record them.
+Exit status 0 when held, 1 when free, 69 when the store does not answer
+within --timeout.
 ` + jsonHelp
 
-const listUsage = `Usage: dlock list [--json] [PREFIX]
+const listUsage = `Usage: dlock list [--json] [--timeout D] [PREFIX]
 
-Lists every held lock whose name starts with PREFIX (all when omitted).
+Lists every held lock whose name starts with PREFIX (all when omitted),
+under a header line, or prints "no locks held" (with --json: []).
+Exit status 0, also when there are none; 69 when the store does not answer
+within --timeout.
 ` + jsonHelp
 
 const jsonHelp = `
 --json prints one object per lock (list: an array of them, [] when none):
   key          lock name
   held         true when held (status of a free lock: {"key": ..., "held": false})
-  token        the holder's fencing token (integer, below 2^53)
+  token        the holder's own fencing token, its DLOCK_TOKEN (integer, below 2^53)
   host, pid    the holder's host name and process id
   meta         the holder's free text ("" when none)
   since        acquisition time, RFC 3339 in UTC, by the holder's clock
@@ -44,7 +50,7 @@ const jsonHelp = `
   ttl_ms       milliseconds left before the lock expires unless renewed
 `
 
-const unlockUsage = `Usage: dlock unlock --force KEY
+const unlockUsage = `Usage: dlock unlock --force [--json] [--timeout D] KEY
 
 Breaks the lock KEY whoever holds it and prints the broken holder's fencing
 token: a resource that rejects tokens up to it is safe from the broken
@@ -52,6 +58,9 @@ holder, and every later acquisition gets a higher one. The holder finds out
 at its next renewal (within a third of its TTL): its lease ends as lost, and
 a 'dlock run' holding it terminates its command and exits 76.
 Exit status 1 when the lock was free.
+
+--json prints {"key": ..., "broken": true, "token": N}, or
+{"key": ..., "broken": false} for a free lock.
 `
 
 // lockJSON is the stable JSON form of a lock; see jsonHelp.
@@ -96,7 +105,8 @@ func (s *invocation) openClient(opts ...dlock.Option) (*dlock.Client, error) {
 }
 
 // keyArg returns the command's one KEY argument.
-func keyArg(fs *flag.FlagSet, cmd string) (string, error) {
+func keyArg(f *flagSet, cmd string) (string, error) {
+	fs := f.fs
 	if fs.NArg() != 1 {
 		return "", usageErrorf("want exactly one KEY, got %d arguments (see dlock %s --help)", fs.NArg(), cmd)
 	}
@@ -113,38 +123,80 @@ func checkKey(c *dlock.Client, key string) error {
 }
 
 // withClient runs f with a Client on the invocation's store and a context
-// bounded by inspectTimeout. Errors from opening the store (a bad URL) come
-// back as they are; f's store failures match dlock.ErrBackend, including
-// when the store did not answer within inspectTimeout.
-func (s *invocation) withClient(ctx context.Context, op string, f func(context.Context, *dlock.Client) error) error {
+// bounded by timeout. Errors from opening the store (a bad URL) come back
+// as they are; f's store failures match dlock.ErrBackend, including when
+// the store did not answer within timeout. A database the server does not
+// have is a bad URL (64), not an unreachable store.
+func (s *invocation) withClient(ctx context.Context, timeout time.Duration, f func(context.Context, *dlock.Client) error) error {
 	c, err := s.openClient()
 	if err != nil {
 		return err
 	}
 	defer func() { _ = c.Close() }()
-	tctx, cancel := context.WithTimeout(ctx, inspectTimeout)
+	tctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	err = f(tctx, c)
 	if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) && tctx.Err() != nil {
 		// Our own bound ran out, not the caller's: the store hangs.
-		return fmt.Errorf("%w: %s: no answer within %v: %w", dlock.ErrBackend, op, inspectTimeout, err)
+		return noAnswer(timeout)
+	}
+	return s.badDatabase(err)
+}
+
+// badDatabase turns the server's refusal of the URL's database number
+// into a usage error; other errors pass through.
+func (s *invocation) badDatabase(err error) error {
+	if err != nil && errors.Is(err, dlock.ErrBackend) && strings.Contains(err.Error(), "DB index is out of range") {
+		return usageErrorf("redis URL %q: the server has no such database (ERR DB index is out of range)",
+			redisdriver.RedactURL(s.redis.value))
 	}
 	return err
 }
 
-func statusCommand(ctx context.Context, s *invocation, args []string) error {
-	fs := s.flagSet(statusUsage)
-	asJSON := fs.Bool("json", false, "print JSON (fields: see above)")
-	if err := s.parse(fs, args); err != nil {
+// operatorFlags are the flags status, list and unlock share.
+type operatorFlags struct {
+	json    *bool
+	timeout *time.Duration
+}
+
+func declareOperatorFlags(f *flagSet, jsonUsage string) operatorFlags {
+	return operatorFlags{
+		json:    f.boolean("json", "", jsonUsage),
+		timeout: f.duration("timeout", "", inspectTimeout, true, "how long to wait for the store to answer before reporting it unreachable (69)"),
+	}
+}
+
+func defineStatus(f *flagSet) runFunc {
+	o := declareOperatorFlags(f, "print JSON (fields: see above)")
+	return func(ctx context.Context, s *invocation, args []string) error { return statusCommand(ctx, s, o, args) }
+}
+
+func defineList(f *flagSet) runFunc {
+	o := declareOperatorFlags(f, "print a JSON array (fields: see above)")
+	return func(ctx context.Context, s *invocation, args []string) error { return listCommand(ctx, s, o, args) }
+}
+
+func defineUnlock(f *flagSet) runFunc {
+	force := f.boolean("force", "", "required: confirms breaking a lock that someone else holds")
+	f.noEnv()
+	o := declareOperatorFlags(f, "print JSON (see above)")
+	return func(ctx context.Context, s *invocation, args []string) error {
+		return unlockCommand(ctx, s, o, force, args)
+	}
+}
+
+func statusCommand(ctx context.Context, s *invocation, o operatorFlags, args []string) error {
+	asJSON := o.json
+	if err := s.parse(args); err != nil {
 		return err
 	}
-	key, err := keyArg(fs, "status")
+	key, err := keyArg(s.flags, "status")
 	if err != nil {
 		return err
 	}
 	var info dlock.LockInfo
 	var held bool
-	err = s.withClient(ctx, "status", func(ctx context.Context, c *dlock.Client) (err error) {
+	err = s.withClient(ctx, *o.timeout, func(ctx context.Context, c *dlock.Client) (err error) {
 		if err := checkKey(c, key); err != nil {
 			return err
 		}
@@ -167,7 +219,7 @@ func statusCommand(ctx context.Context, s *invocation, args []string) error {
 		j := toJSON(info, now)
 		tw := tabwriter.NewWriter(s.env.Stdout, 0, 0, 2, ' ', 0)
 		fmt.Fprintf(tw, "key:\t%s\n", key)
-		fmt.Fprintf(tw, "token:\t%d\n", info.Token)
+		fmt.Fprintf(tw, "token:\t%d (the holder's own, its DLOCK_TOKEN)\n", info.Token)
 		fmt.Fprintf(tw, "holder:\t%s pid %d\n", info.Owner.Host, info.Owner.PID)
 		fmt.Fprintf(tw, "meta:\t%s\n", info.Owner.Meta)
 		fmt.Fprintf(tw, "since:\t%s (held %s)\n", j.Since, roundDur(time.Duration(j.HeldMS)*time.Millisecond))
@@ -182,17 +234,17 @@ func statusCommand(ctx context.Context, s *invocation, args []string) error {
 	return nil
 }
 
-func listCommand(ctx context.Context, s *invocation, args []string) error {
-	fs := s.flagSet(listUsage)
-	asJSON := fs.Bool("json", false, "print a JSON array (fields: see above)")
-	if err := s.parse(fs, args); err != nil {
+func listCommand(ctx context.Context, s *invocation, o operatorFlags, args []string) error {
+	asJSON := o.json
+	if err := s.parse(args); err != nil {
 		return err
 	}
+	fs := s.flags.fs
 	if fs.NArg() > 1 {
 		return usageErrorf("want at most one PREFIX, got %d arguments (see dlock list --help)", fs.NArg())
 	}
 	var infos []dlock.LockInfo
-	err := s.withClient(ctx, "list", func(ctx context.Context, c *dlock.Client) (err error) {
+	err := s.withClient(ctx, *o.timeout, func(ctx context.Context, c *dlock.Client) (err error) {
 		infos, err = c.List(ctx, fs.Arg(0))
 		return err
 	})
@@ -209,7 +261,12 @@ func listCommand(ctx context.Context, s *invocation, args []string) error {
 		return writeJSON(s.env.Stdout, out)
 	}
 	if len(out) == 0 {
-		return nil
+		msg := "no locks held"
+		if p := fs.Arg(0); p != "" {
+			msg += fmt.Sprintf(" with a name starting with %q", p)
+		}
+		_, err := fmt.Fprintln(s.env.Stdout, msg)
+		return err
 	}
 	tw := tabwriter.NewWriter(s.env.Stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "KEY\tTOKEN\tHOST\tPID\tHELD\tTTL\tMETA")
@@ -220,13 +277,11 @@ func listCommand(ctx context.Context, s *invocation, args []string) error {
 	return tw.Flush()
 }
 
-func unlockCommand(ctx context.Context, s *invocation, args []string) error {
-	fs := s.flagSet(unlockUsage)
-	force := fs.Bool("force", false, "required: confirms breaking a lock that someone else holds")
-	if err := s.parse(fs, args); err != nil {
+func unlockCommand(ctx context.Context, s *invocation, o operatorFlags, force *bool, args []string) error {
+	if err := s.parse(args); err != nil {
 		return err
 	}
-	key, err := keyArg(fs, "unlock")
+	key, err := keyArg(s.flags, "unlock")
 	if err != nil {
 		return err
 	}
@@ -235,7 +290,7 @@ func unlockCommand(ctx context.Context, s *invocation, args []string) error {
 	}
 	var token uint64
 	var held bool
-	err = s.withClient(ctx, "unlock", func(ctx context.Context, c *dlock.Client) (err error) {
+	err = s.withClient(ctx, *o.timeout, func(ctx context.Context, c *dlock.Client) (err error) {
 		if err := checkKey(c, key); err != nil {
 			return err
 		}
@@ -245,22 +300,45 @@ func unlockCommand(ctx context.Context, s *invocation, args []string) error {
 	if err != nil {
 		return err
 	}
+	if *o.json {
+		v := unlockJSON{Key: key, Broken: held}
+		if held {
+			v.Token = &token
+		}
+		if err := writeJSON(s.env.Stdout, v); err != nil {
+			return err
+		}
+	} else if held {
+		if _, err := fmt.Fprintln(s.env.Stdout, token); err != nil {
+			return err
+		}
+	}
 	if !held {
 		return &exitError{code: ExitNotHeld, err: fmt.Errorf("lock %q is not held", key)}
 	}
-	_, err = fmt.Fprintln(s.env.Stdout, token)
-	return err
+	return nil
+}
+
+// unlockJSON is unlock --json's answer; token only when a lock was broken.
+type unlockJSON struct {
+	Key    string  `json:"key"`
+	Broken bool    `json:"broken"`
+	Token  *uint64 `json:"token,omitempty"`
 }
 
 // holderSummary describes the current holder for a "not acquired"
 // message; empty when it cannot be had quickly.
 func holderSummary(ctx context.Context, c *dlock.Client, key string) string {
-	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	ctx, cancel := context.WithTimeout(ctx, attemptTimeout)
 	defer cancel()
 	info, held, err := c.Inspect(ctx, key)
 	if err != nil || !held {
 		return ""
 	}
+	return describeHolder(info)
+}
+
+func describeHolder(info dlock.LockInfo) string {
 	return fmt.Sprintf(" (holder: %s pid %d, token %d, ttl left %s)",
 		info.Owner.Host, info.Owner.PID, info.Token, roundDur(info.TTL))
 }

@@ -1,0 +1,247 @@
+package cli
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseDuration(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want time.Duration
+		ok   bool
+	}{
+		{"10", 10 * time.Second, true},
+		{"0.5", 500 * time.Millisecond, true},
+		{".25", 250 * time.Millisecond, true},
+		{"0", 0, true},
+		{"1m30s", 90 * time.Second, true},
+		{"500ms", 500 * time.Millisecond, true},
+		{"-1", -time.Second, true}, // parsed; the flag refuses the sign
+		{"abc", 0, false},
+		{"", 0, false},
+		{"NaN", 0, false},
+		{"Inf", 0, false},
+		{"1e300", 0, false},
+		{"10 s", 0, false},
+	} {
+		got, err := parseDuration(tc.in)
+		if (err == nil) != tc.ok || (tc.ok && got != tc.want) {
+			t.Errorf("parseDuration(%q) = %v, %v; want %v, ok=%v", tc.in, got, err, tc.want, tc.ok)
+		}
+	}
+}
+
+// runFlags parses run's arguments with getenv and returns the options.
+func runFlags(t *testing.T, env map[string]string, args ...string) (*runOptions, string, []string, error) {
+	t.Helper()
+	s := &invocation{env: Env{Stdout: &bytes.Buffer{}, Stderr: &bytes.Buffer{}, Getenv: func(k string) string { return env[k] }}}
+	s.cmd = findCommand("run")
+	s.flags = newFlagSet("run")
+	s.flags.add(s.redisSpec())
+	o := declareRunFlags(s.flags)
+	if err := s.flags.applyEnv(s.env.Getenv); err != nil {
+		return o, "", nil, err
+	}
+	key, argv, err := s.parseRunArgs(o, args)
+	return o, key, argv, err
+}
+
+func TestRunFlagPrecedence(t *testing.T) {
+	env := map[string]string{"DLOCK_WAIT": "5", "DLOCK_TTL": "1m", "DLOCK_QUIET": "true", "DLOCK_META": "from env"}
+	o, key, argv, err := runFlags(t, env, "-w", "2.5", "k", "--", "true")
+	switch {
+	case err != nil:
+		t.Fatal(err)
+	case key != "k" || len(argv) != 1 || argv[0] != "true":
+		t.Fatalf("key %q argv %q", key, argv)
+	case !o.wait.set || o.wait.d != 2500*time.Millisecond:
+		t.Fatalf("flag did not win over DLOCK_WAIT: %+v", *o.wait)
+	case *o.ttl != time.Minute || !*o.quiet || *o.meta != "from env":
+		t.Fatalf("variables not applied: ttl %v quiet %v meta %q", *o.ttl, *o.quiet, *o.meta)
+	}
+	// -n and --wait are one setting: the last one given wins.
+	o, _, _, err = runFlags(t, nil, "-w", "3", "-n", "k", "--", "true")
+	if err != nil || !o.wait.set || o.wait.d != 0 {
+		t.Fatalf("-w 3 -n: %+v, %v; want --wait 0", *o.wait, err)
+	}
+	o, _, _, err = runFlags(t, map[string]string{"DLOCK_WAIT": "0"}, "-w", "3", "k", "--", "true")
+	if err != nil || o.wait.d != 3*time.Second {
+		t.Fatalf("-w 3 over DLOCK_WAIT=0: %+v, %v", *o.wait, err)
+	}
+	// Defaults when nothing is set.
+	o, _, _, err = runFlags(t, nil, "k", "--", "true")
+	if err != nil || o.wait.set || *o.conflictExit != ExitNotAcquired || *o.minHold != 0 || *o.quiet {
+		t.Fatalf("defaults: wait %+v exit %d min-hold %v quiet %v, %v", *o.wait, *o.conflictExit, *o.minHold, *o.quiet, err)
+	}
+	// -c is never read from the environment, --force neither.
+	if _, _, _, err := runFlags(t, map[string]string{"DLOCK_COMMAND": "true"}, "k"); err == nil {
+		t.Fatal("DLOCK_COMMAND was taken for -c")
+	}
+}
+
+func TestRunShellForm(t *testing.T) {
+	// "-n 3" is refused, but "--meta -n 3" is a meta text and a KEY.
+	if o, key, _, err := runFlags(t, nil, "--meta", "-n", "3", "--", "true"); err != nil || key != "3" || *o.meta != "-n" {
+		t.Errorf("--meta -n 3: key %q, %v", key, err)
+	}
+	for _, args := range [][]string{
+		{"-c", "echo hi", "k"},
+		{"k", "-c", "echo hi"},
+		{"-n", "k", "-q", "-c", "echo hi"},
+	} {
+		_, key, argv, err := runFlags(t, nil, args...)
+		if err != nil || key != "k" || strings.Join(argv, "|") != "/bin/sh|-c|echo hi" {
+			t.Errorf("%q: key %q argv %q, %v", args, key, argv, err)
+		}
+	}
+	for _, args := range [][]string{
+		{"k", "--wait", "0", "true"}, // a flag after KEY without -- or -c
+		{"-c", "x", "k", "--", "true"},
+		{"-c", "x", "k", "more"},
+		{"-n", "42", "--", "true"},
+	} {
+		if _, _, _, err := runFlags(t, nil, args...); exitCode(err) != ExitUsage {
+			t.Errorf("%q: %v, want a usage error", args, err)
+		}
+	}
+}
+
+// TestEveryFlagIsDocumented: each flag of each command shows in its help
+// with its variable (unless it has none), and appears in every completion
+// script.
+func TestEveryFlagIsDocumented(t *testing.T) {
+	spec := completionSpec()
+	scripts := map[string]string{"bash": bashCompletion(spec), "zsh": zshCompletion(spec), "fish": fishCompletion(spec)}
+	seen := map[string]string{}
+	for _, c := range spec {
+		code, stdout, _ := run(c.name, "--help")
+		if code != 0 {
+			t.Fatalf("%s --help: %d", c.name, code)
+		}
+		for _, f := range c.flags {
+			if !strings.Contains(stdout, "--"+f.name) {
+				t.Errorf("%s --help does not show --%s", c.name, f.name)
+			}
+			wantEnv := !findCommand(c.name).noEnv && f.env
+			if v := "$" + envName(f.name); wantEnv != strings.Contains(stdout, v) && f.name != "redis" {
+				t.Errorf("%s --help: %s shown=%v, want %v", c.name, v, !wantEnv, wantEnv)
+			}
+			if prev, ok := seen[f.name]; ok && prev != f.arg {
+				t.Errorf("--%s takes %q on one command and %q on another", f.name, prev, f.arg)
+			}
+			seen[f.name] = f.arg
+			for shell, script := range scripts {
+				if !strings.Contains(script, f.name) {
+					t.Errorf("%s completion lacks %s --%s", shell, c.name, f.name)
+				}
+			}
+		}
+	}
+}
+
+// TestBashCompletion loads the generated script into bash and asks it
+// what a user would get on TAB.
+func TestBashCompletion(t *testing.T) {
+	if _, err := exec.LookPath("bash"); err != nil {
+		t.Skip("no bash")
+	}
+	code, script, stderr := run("completion", "bash")
+	if code != 0 || stderr != "" {
+		t.Fatalf("completion bash: %d %q", code, stderr)
+	}
+	complete := func(words ...string) string {
+		t.Helper()
+		prog := script + "\nCOMP_WORDS=(" + strings.Join(quoteAll(words), " ") + ")\nCOMP_CWORD=" +
+			strconv.Itoa(len(words)-1) + "\n_dlock\nprintf '%s\\n' \"${COMPREPLY[@]}\"\n"
+		out, err := exec.Command("bash", "--norc", "-c", prog).CombinedOutput()
+		if err != nil {
+			t.Fatalf("bash: %v\n%s", err, out)
+		}
+		return string(out)
+	}
+	for _, tc := range []struct {
+		words []string
+		want  string
+	}{
+		{[]string{"dlock", "st"}, "status\n"},
+		{[]string{"dlock", "run", "--min"}, "--min-hold\n"},
+		{[]string{"dlock", "--redis", "redis://x", "list", "--t"}, "--timeout\n"},
+		{[]string{"dlock", "completion", "fi"}, "fish\n"},
+		{[]string{"dlock", "run", "k", "--", "ech"}, "echo\n"},
+	} {
+		if got := complete(tc.words...); !strings.Contains("\n"+got, "\n"+tc.want) {
+			t.Errorf("%q: completions %q, want %q among them", tc.words, got, tc.want)
+		}
+	}
+	if got := complete("dlock", "run", "--wait", ""); got != "\n" && got != "" {
+		t.Errorf("after --wait (a value is due): completions %q, want none", got)
+	}
+}
+
+// TestOtherShellsParseTheirScripts checks the zsh and fish scripts with the
+// shells themselves where they are installed.
+func TestOtherShellsParseTheirScripts(t *testing.T) {
+	for shell, check := range map[string][]string{"zsh": {"zsh", "-n"}, "fish": {"fish", "--no-execute"}} {
+		if _, err := exec.LookPath(check[0]); err != nil {
+			t.Logf("%s not installed: its script is not checked", shell)
+			continue
+		}
+		code, script, _ := run("completion", shell)
+		if code != 0 {
+			t.Fatalf("completion %s: %d", shell, code)
+		}
+		cmd := exec.Command(check[0], check[1:]...)
+		cmd.Stdin = strings.NewReader(script)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("%s rejects its script: %v\n%s", shell, err, out)
+		}
+	}
+}
+
+// TestFishCompletion asks fish, where installed, what TAB offers.
+func TestFishCompletion(t *testing.T) {
+	if _, err := exec.LookPath("fish"); err != nil {
+		t.Skip("fish not installed")
+	}
+	_, script, _ := run("completion", "fish")
+	file := filepath.Join(t.TempDir(), "dlock.fish")
+	if err := os.WriteFile(file, []byte(script), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for line, want := range map[string]string{
+		"dlock st":            "status\t",
+		"dlock run --mi":      "--min-hold\t",
+		"dlock run -":         "-E\t",
+		"dlock run k -- ech":  "echo",
+		"dlock completion ba": "bash",
+		"dlock unlock --for":  "--force\t",
+	} {
+		out, err := exec.Command("fish", "--no-config", "-c", "source "+file+"; complete -C '"+line+"'").CombinedOutput()
+		if err != nil || !strings.Contains("\n"+string(out), "\n"+want) {
+			t.Errorf("%q: fish offers %q (%v), want %q among them", line, out, err, want)
+		}
+	}
+}
+
+func quoteAll(words []string) []string {
+	out := make([]string, len(words))
+	for i, w := range words {
+		out[i] = "'" + strings.ReplaceAll(w, "'", `'\''`) + "'"
+	}
+	return out
+}
+
+func TestCompletionUsage(t *testing.T) {
+	for _, args := range [][]string{{"completion"}, {"completion", "tcsh"}, {"completion", "bash", "zsh"}} {
+		if code, _, stderr := run(args...); code != ExitUsage || strings.Count(stderr, "\n") != 1 {
+			t.Errorf("%q: %d %q", args, code, stderr)
+		}
+	}
+}

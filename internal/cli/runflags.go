@@ -1,0 +1,182 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/dlockio/dlock"
+)
+
+// runOptions are run's parsed flags.
+type runOptions struct {
+	ttl          *time.Duration
+	wait         *optionalDuration
+	grace        *time.Duration
+	minHold      *time.Duration
+	meta         *string
+	conflictExit *int
+	quiet        *bool
+	verbose      *bool
+	shell        *string
+}
+
+// defineRun declares run's flags. -n is flock's no-wait, as in
+// flock(1); consul lock's "-n N" (N permits) is spelled --permits here,
+// a name kept for that (see docs/cli.md).
+func defineRun(f *flagSet) runFunc {
+	o := declareRunFlags(f)
+	return func(ctx context.Context, s *invocation, args []string) error { return runCommand(ctx, s, o, args) }
+}
+
+func declareRunFlags(f *flagSet) *runOptions {
+	o := &runOptions{}
+	o.ttl = f.duration("ttl", "", dlock.DefaultTTL, true,
+		"lock time-to-live; renewed every TTL/3 while COMMAND runs, it bounds how long a killed dlock blocks others")
+	o.wait = f.optDuration("wait", "w",
+		"give up after waiting this long for the lock; 0 makes one attempt", "wait forever")
+	f.add(&flagSpec{name: "nowait", short: "n", usage: "one attempt, no waiting: the same as --wait 0 (flock -n)",
+		value: nowaitValue{o.wait}})
+	o.conflictExit = f.integer("conflict-exit-code", "E", ExitNotAcquired, 0, 255,
+		"exit status when the lock is not acquired within --wait (flock -E)")
+	o.quiet = f.boolean("quiet", "q", "print nothing when the lock is not acquired (a skipped cron run sends no mail)")
+	o.minHold = f.duration("min-hold", "", 0, false,
+		"keep the lock until at least this long after it was acquired, even if COMMAND ends sooner: at most one run starts per window (ShedLock's lockAtLeastFor)")
+	o.grace = f.duration("grace", "", runGrace, false,
+		"time between SIGTERM and SIGKILL to COMMAND's process group, after a lost lock or to what COMMAND left running")
+	o.meta = f.str("meta", "", "TEXT", "free text stored with the lock for operators", "the command line")
+	o.shell = f.str("command", "c", "STRING", "run STRING with /bin/sh -c instead of a COMMAND after -- (flock -c)", "")
+	f.noEnv()
+	o.verbose = f.boolean("verbose", "v", "log renewal failures to stderr")
+	return o
+}
+
+// nowaitValue is -n: it sets --wait to 0, so that -n and --wait are one
+// setting and the last one given wins.
+type nowaitValue struct{ wait *optionalDuration }
+
+func (v nowaitValue) String() string   { return "" }
+func (v nowaitValue) IsBoolFlag() bool { return true }
+func (v nowaitValue) Set(s string) error {
+	if s != "true" {
+		return errors.New("takes no value")
+	}
+	v.wait.d, v.wait.set = 0, true
+	return nil
+}
+
+// parseRunArgs splits run's arguments into flags, KEY and COMMAND (the
+// environment has been applied to the flags).
+//
+// With a "--", everything before it is flags and exactly one KEY, in any
+// order, and everything after it is COMMAND. Without one, flags come
+// first, then KEY, then COMMAND; a COMMAND that starts with "-" is then a
+// usage error, as it is most likely a flag given after KEY. With -c, the
+// flags may also follow KEY (flock's "flock FILE -c STRING"), and there is
+// no COMMAND. Either way a flag is never taken for COMMAND, nor the first
+// word of COMMAND for KEY.
+func (s *invocation) parseRunArgs(o *runOptions, args []string) (key string, argv []string, err error) {
+	if err := refuseNumericAfterN(s.flags, args); err != nil {
+		return "", nil, err
+	}
+	head, tail, dashed := splitAtTerminator(s.flags, args)
+	var pos []string
+	flagAfterKey := "" // the first flag after KEY, without "--"
+	for {
+		if err := s.parseArgs(head); err != nil {
+			return "", nil, err
+		}
+		rest := s.flags.fs.Args()
+		if len(rest) == 0 {
+			break
+		}
+		if !dashed && (len(rest) < 2 || !strings.HasPrefix(rest[1], "-")) {
+			pos = append(pos, rest...)
+			break
+		}
+		if !dashed && flagAfterKey == "" {
+			flagAfterKey = rest[1]
+		}
+		pos = append(pos, rest[0])
+		head = rest[1:]
+	}
+	if len(pos) == 0 {
+		return "", nil, usageErrorf("missing KEY (see dlock run --help)")
+	}
+	key = pos[0]
+	switch {
+	case s.flags.given("command"):
+		if len(pos) > 1 || dashed {
+			return "", nil, usageErrorf("-c STRING and a COMMAND are exclusive (see dlock run --help)")
+		}
+		return key, []string{"/bin/sh", "-c", *o.shell}, nil
+	case flagAfterKey != "":
+		return "", nil, usageErrorf("%q after KEY: flags after KEY need a -- before COMMAND (see dlock run --help)", flagAfterKey)
+	case dashed:
+		if len(pos) > 1 {
+			return "", nil, usageErrorf("unexpected argument %q before -- (one KEY; see dlock run --help)", pos[1])
+		}
+		argv = tail
+	default:
+		argv = pos[1:]
+	}
+	if len(argv) == 0 {
+		return "", nil, usageErrorf("missing COMMAND after KEY (see dlock run --help)")
+	}
+	return key, argv, nil
+}
+
+// refuseNumericAfterN rejects "-n 3", consul lock's "3 permits": here -n
+// takes no value, so 3 would silently become the KEY.
+func refuseNumericAfterN(f *flagSet, args []string) error {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			return nil
+		}
+		if f.takesValue(a) {
+			i++ // a value, such as --meta -n
+			continue
+		}
+		if a == "-n" && i+1 < len(args) && isDecimal(args[i+1]) {
+			return usageErrorf("-n takes no value: it is flock's no-wait (--wait 0), and %q would be the KEY; "+
+				"if it is, put it first: dlock run %s -n -- COMMAND (see dlock run --help)", args[i+1], args[i+1])
+		}
+	}
+	return nil
+}
+
+func isDecimal(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, r := range s {
+		if r < '0' || r > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// splitAtTerminator finds the first "--" in args that is not the value of
+// a flag, and returns what comes before and after it.
+func splitAtTerminator(f *flagSet, args []string) (head, tail []string, found bool) {
+	for i := 0; i < len(args); i++ {
+		if args[i] == "--" {
+			return args[:i], args[i+1:], true
+		}
+		if f.takesValue(args[i]) {
+			i++ // the next argument is this flag's value
+		}
+	}
+	return args, nil, false
+}
+
+func defaultMeta(argv []string) string {
+	m := "dlock run: " + strings.Join(argv, " ")
+	if len(m) > 200 {
+		m = m[:197] + "..."
+	}
+	return m
+}

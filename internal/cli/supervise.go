@@ -1,0 +1,208 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"time"
+
+	"github.com/dlockio/dlock"
+)
+
+// supervisor runs COMMAND under a lease.
+type supervisor struct {
+	env       Env
+	lease     *dlock.Lease
+	argv      []string
+	grace     time.Duration
+	sigs      <-chan os.Signal
+	holdUntil time.Time // --min-hold: release no earlier than this
+	abandoned bool      // the lease was left to expire in the store; do not Close
+}
+
+// run runs argv under the lease and decides the exit status.
+func (sv *supervisor) run() error {
+	env, lease, argv, grace, sigs := sv.env, sv.lease, sv.argv, sv.grace, sv.sigs
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = env.Stdin, env.Stdout, env.Stderr
+	cmd.Env = append(os.Environ(),
+		"DLOCK_KEY="+lease.Key(),
+		"DLOCK_TOKEN="+strconv.FormatUint(lease.Token(), 10))
+	setProcessGroup(cmd)
+	killWithParent(cmd)
+	// Adopt the command's orphans from the start: a member left behind by
+	// an exiting shell is then dlock's to reap once it has been ended.
+	adoptOrphans()
+	watch := startWatcher()
+	jobs := notifyJobControl()
+	defer stopSignals(jobs)
+	if err := cmd.Start(); err != nil {
+		watch.stop()
+		releaseLease(lease)
+		code := ExitCannotExec
+		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
+			code = ExitNotFound
+		}
+		return &exitError{code: code, err: fmt.Errorf("cannot run %s: %w", argv[0], err)}
+	}
+	pgid := cmd.Process.Pid
+	watch.watch(pgid)
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+
+	leaseDone := lease.Done()
+	var kill *time.Timer
+	var killC <-chan time.Time
+	var killAt time.Time
+	var waitErr error
+	defer func() {
+		if kill != nil {
+			kill.Stop()
+		}
+	}()
+loop:
+	for {
+		select {
+		case sig := <-sigs:
+			signalGroup(pgid, sig)
+		case sig := <-jobs:
+			switch {
+			case isStop(sig):
+				// Stopped, dlock cannot renew: the lock may expire, but
+				// COMMAND is stopped too and cannot work unlocked.
+				stopGroupAndSelf(pgid)
+			case lease.Err() == nil && time.Now().Before(lease.Deadline()):
+				// Resumed: COMMAND resumes only if the lock is still ours.
+				// If not, the loss below ends it.
+				continueGroup(pgid)
+			}
+		case <-leaseDone:
+			// The lock is gone: another holder may start any moment, so
+			// the command must stop now, not when it is done.
+			leaseDone = nil
+			terminateGroup(pgid)
+			killAt = time.Now().Add(grace)
+			kill = time.NewTimer(grace)
+			killC = kill.C
+		case <-killC:
+			killC = nil
+			signalGroup(pgid, sigKILL)
+		case waitErr = <-exited:
+			break loop
+		}
+	}
+	status, statusErr := exitStatus(cmd, waitErr)
+	// Whatever COMMAND left running in its group (a job started with &, a
+	// daemon that did not leave the group) must not outlive the lock: it
+	// gets SIGTERM now and SIGKILL after grace, and the lock is released
+	// only once the group is empty.
+	reapOrphans(pgid)
+	if groupAlive(pgid) {
+		if killAt.IsZero() {
+			if lease.Err() == nil {
+				fmt.Fprintf(env.Stderr, "dlock run: warning: %s exited, leaving processes in its group; ending them before releasing %q\n", argv[0], lease.Key())
+			}
+			terminateGroup(pgid)
+			killAt = time.Now().Add(grace)
+		}
+		reapGroup(pgid, killAt)
+	}
+	watch.stop()
+	if statusErr != nil {
+		releaseLease(lease)
+		return statusErr
+	}
+	if lease.Err() != nil {
+		// Lost, possibly just as the command exited.
+		return lostError(lease, argv[0])
+	}
+	if err := sv.minHold(status); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
+	defer cancel()
+	switch err := lease.Unlock(ctx); {
+	case errors.Is(err, dlock.ErrNotHeld):
+		return &exitError{code: ExitLockLost, err: fmt.Errorf("lock %q (token %d) was lost before %s finished (found at release)",
+			lease.Key(), lease.Token(), argv[0])}
+	case err != nil:
+		fmt.Fprintf(env.Stderr, "dlock run: warning: releasing %q failed; it expires within its TTL: %v\n", lease.Key(), err)
+	}
+	if status != 0 {
+		return &exitError{code: status, quiet: true}
+	}
+	return nil
+}
+
+// minHold keeps the lock, renewed, until holdUntil (--min-hold), after
+// COMMAND and its group have ended with status. A signal ends the hold
+// without releasing: the lock then stays in the store until its TTL runs
+// out, as if dlock had been killed, so that stopping dlock does not open
+// the window to a second run at once. A lock lost meanwhile is reported
+// in one warning line; COMMAND's status stands.
+func (sv *supervisor) minHold(status int) error {
+	left := time.Until(sv.holdUntil)
+	if left <= 0 {
+		return nil
+	}
+	t := time.NewTimer(left)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-sv.lease.Done():
+		fmt.Fprintf(sv.env.Stderr, "dlock run: warning: lock %q (token %d) was lost during --min-hold, %v before its end: %v\n",
+			sv.lease.Key(), sv.lease.Token(), time.Until(sv.holdUntil).Round(time.Millisecond), sv.lease.Err())
+		if status != 0 {
+			return &exitError{code: status, quiet: true}
+		}
+		return nil
+	case sig := <-sv.sigs:
+		sv.abandoned = true
+		return &exitError{code: 128 + signalNumber(sig), err: fmt.Errorf(
+			"%v during --min-hold: lock %q (token %d) left in place; it expires within its TTL (%v), not released",
+			sig, sv.lease.Key(), sv.lease.Token(), sv.lease.TTL())}
+	}
+}
+
+// reapGroup waits until the process group is empty, killing it at killAt.
+// Polling is the only portable way to see a group empty out once its
+// leader has been reaped. SIGKILL cannot be ignored, so the wait ends
+// soon after killAt unless a member is stuck in the kernel; the lock must
+// not be given up while one is.
+func reapGroup(pgid int, killAt time.Time) {
+	killed := false
+	for reapOrphans(pgid); groupAlive(pgid); reapOrphans(pgid) {
+		if !killed && !time.Now().Before(killAt) {
+			signalGroup(pgid, sigKILL)
+			killed = true
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func lostError(lease *dlock.Lease, name string) error {
+	return &exitError{code: ExitLockLost, err: fmt.Errorf("lock %q (token %d) was lost while %s ran; its process group was terminated",
+		lease.Key(), lease.Token(), name)}
+}
+
+// exitStatus converts cmd's end into a shell-style status.
+func exitStatus(cmd *exec.Cmd, waitErr error) (int, error) {
+	var ee *exec.ExitError
+	if waitErr != nil && !errors.As(waitErr, &ee) {
+		return 0, fmt.Errorf("waiting for the command: %w", waitErr)
+	}
+	if sig, ok := terminatingSignal(cmd.ProcessState); ok {
+		return 128 + sig, nil
+	}
+	return cmd.ProcessState.ExitCode(), nil
+}
+
+func releaseLease(l *dlock.Lease) {
+	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
+	defer cancel()
+	_ = l.Unlock(ctx)
+}
