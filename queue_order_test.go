@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/dlockio/dlock"
+	"github.com/dlockio/dlock/internal/redistest"
 )
 
 // A writer that waits is not overtaken by readers arriving after it, and
@@ -40,6 +41,15 @@ func TestRWMutexWriterIsNotOvertaken(t *testing.T) {
 // Waiters are served in arrival order.
 func TestSemaphoreServesInArrivalOrder(t *testing.T) {
 	c, _ := newMemClient(t, nil)
+	semaphoreServesInArrivalOrder(t, c)
+}
+
+func TestRedisSemaphoreServesInArrivalOrder(t *testing.T) {
+	srv := redistest.Start(t)
+	semaphoreServesInArrivalOrder(t, newLocker(t, srv.Addr()))
+}
+
+func semaphoreServesInArrivalOrder(t *testing.T, c *dlock.Client) {
 	ctx := ctxTimeout(t, 20*time.Second)
 	s := c.Semaphore("fifo", 1)
 	holder := got(t)(s.Acquire(ctx))

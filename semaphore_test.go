@@ -91,7 +91,15 @@ func TestSemaphoreChangingN(t *testing.T) {
 	if _, err := small.TryAcquire(ctx); !errors.Is(err, dlock.ErrNotAcquired) {
 		t.Fatalf("N=2 with 2 held: %v, want ErrNotAcquired", err)
 	}
+	// The queue is strictly FIFO: a waiter with the small N at its head
+	// holds back a request with a larger N behind it.
+	wch := acquired(t, func() (*dlock.Lease, error) { return small.Acquire(ctx) })
+	waitQueued(t, c, "resize", 1)
+	if _, err := c.Semaphore("resize", 5).TryAcquire(ctx); !errors.Is(err, dlock.ErrNotAcquired) {
+		t.Fatalf("N=5 behind a queued N=2 waiter: %v, want ErrNotAcquired", err)
+	}
 	unlock(t, held[2])
+	unlock(t, receive(t, wch, "the N=2 waiter"))
 	p := got(t)(small.TryAcquire(ctx))
 	unlock(t, p)
 	unlock(t, big)
