@@ -116,6 +116,12 @@ func (c *Client) prepare(ctx context.Context, key string, opts []LockOption) (dr
 	if err := c.CheckKey(key); err != nil {
 		return driver.AcquireRequest{}, lc, err
 	}
+	if held, ok := c.nested(ctx, key); ok {
+		// Under a lease of this name's read-write lock: waiting would wait
+		// for that lease (queued.go).
+		return driver.AcquireRequest{}, lc, fmt.Errorf("dlock: %q requested under its own %s (token %d): %w",
+			key, held.kindName(), held.Token(), ErrUpgrade)
+	}
 	for _, o := range opts {
 		if o == nil {
 			return driver.AcquireRequest{}, lc, fmt.Errorf("%w: nil lock option", ErrInvalidArgument)

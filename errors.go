@@ -27,9 +27,10 @@ var (
 	// ErrBackend: the store could not be reached or failed. The wrapped error
 	// carries the driver's cause.
 	ErrBackend = engine.ErrBackend
-	// ErrUpgrade: a read-write lock was asked for under a context derived
-	// from one of its own leases that is still held — most often the write
-	// lock under a read lease (an upgrade) — which would wait for itself.
+	// ErrUpgrade: a name was asked for (as a read or write lease, a plain
+	// lock or a permit) under a context derived from a lease of its
+	// read-write lock that is still held — most often the write lock under a
+	// read lease (an upgrade) — which would wait for that lease.
 	// Release the lease first (see RWMutex.Lock).
 	ErrUpgrade = errors.New("dlock: read-write lock requested under its own lease (upgrade or nested lock)")
 	// ErrUnsupported: the driver does not offer the operation (for example

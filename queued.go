@@ -2,7 +2,6 @@ package dlock
 
 import (
 	"context"
-	"fmt"
 	"sync/atomic"
 
 	"github.com/dlockio/dlock/driver"
@@ -67,8 +66,10 @@ func (c *Client) nested(ctx context.Context, name string) (*Lease, bool) {
 	return l, l != nil && l.Err() == nil
 }
 
-// acquireQueued validates q and its options, refuses nested requests on a
-// read-write lock, and makes the acquisition.
+// acquireQueued validates q and its options (prepare refuses a request
+// nested under a lease of the name's read-write lock, whatever it asks
+// for: a permit or plain lock of that name would wait for it too), and
+// makes the acquisition; leases of a read-write lock are marked.
 func (c *Client) acquireQueued(ctx context.Context, q queued, opts []LockOption) (*Lease, error) {
 	req, lc, err := c.prepare(ctx, q.name, opts)
 	if err != nil {
@@ -76,10 +77,6 @@ func (c *Client) acquireQueued(ctx context.Context, q queued, opts []LockOption)
 	}
 	var mark *leaseMark
 	if q.mode != modePermit {
-		if held, ok := c.nested(ctx, q.name); ok {
-			return nil, fmt.Errorf("dlock: %s %q under its own %s (token %d): %w",
-				q.mode, q.name, held.kindName(), held.Token(), ErrUpgrade)
-		}
 		mark = &leaseMark{}
 		ctx = context.WithValue(ctx, markKey{c, q.name}, mark)
 	}

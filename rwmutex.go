@@ -74,7 +74,9 @@ func (m *RWMutex) TryRLock(ctx context.Context, opts ...LockOption) (*Lease, err
 // writer may come first. Every nested request is refused the same way, by
 // all four calls: a second read lease under a read lease would queue
 // behind a waiting writer that waits for the first, and any request under
-// the write lease waits for that lease.
+// the write lease waits for that lease. Client.Lock and TryLock of name,
+// and permits of a semaphore of that name, are refused under such a
+// context too: they would wait for it as well.
 func (m *RWMutex) Lock(ctx context.Context, opts ...LockOption) (*Lease, error) {
 	return m.c.acquireQueued(ctx, queued{name: m.name, mode: modeExclusive, wait: true}, opts)
 }

@@ -240,6 +240,15 @@ func TestRWMutexUpgradeIsRefused(t *testing.T) {
 		t.Fatalf("RLock under the write lease: %v, want ErrUpgrade", err)
 	}
 	unlock(t, w)
+	// The name's other acquisitions would wait for the read lease too.
+	r = got(t)(m.RLock(ctx))
+	if _, err := c.Lock(r.Context(), "up"); !errors.Is(err, dlock.ErrUpgrade) {
+		t.Fatalf("Client.Lock under a read lease: %v, want ErrUpgrade", err)
+	}
+	if _, err := c.Semaphore("up", 3).Acquire(r.Context()); !errors.Is(err, dlock.ErrUpgrade) {
+		t.Fatalf("a permit of the name under a read lease: %v, want ErrUpgrade", err)
+	}
+	unlock(t, r)
 }
 
 func TestRWMutexBadInput(t *testing.T) {
