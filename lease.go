@@ -39,6 +39,10 @@ func (l *Lease) Key() string { return l.h.Key() }
 // including after expiry, a forced release, or a store restart (see the
 // driver for what it assumes); pass it to the protected resource and have
 // it reject tokens lower than the highest it has seen.
+//
+// That holds for the lock and for the write lease of a RWMutex. A read
+// lease's token is the write epoch it reads (see RWMutex), and a permit's
+// token is only its id (see Semaphore).
 func (l *Lease) Token() uint64 { return l.h.Token() }
 
 // TTL returns the lock's time-to-live in the store.
