@@ -98,6 +98,9 @@ func (c *Client) Lock(ctx context.Context, key string, opts ...LockOption) (*Lea
 	if err != nil {
 		return nil, err
 	}
+	if lc.fifo == fifoOn {
+		return c.lockFIFO(ctx, req, lc)
+	}
 	h, err := c.e.Acquire(ctx, req, lc.watchdog)
 	if err != nil {
 		return nil, err

@@ -94,6 +94,7 @@ type lockConfig struct {
 	ttl      time.Duration
 	watchdog bool
 	meta     *string
+	fifo     fifoMode // fair.go
 }
 
 // WithTTL sets the lock's TTL for this call. With the watchdog on (the
