@@ -17,13 +17,13 @@ func TestRWMutexWriterIsNotOvertaken(t *testing.T) {
 	m := c.RWMutex("doc")
 	r1 := got(t)(m.RLock(ctx))
 	wch := acquired(t, func() (*dlock.Lease, error) { return m.Lock(ctx) })
-	waitQueued(t, c, "doc", 1)
+	waitInQueue(t, c, "doc", 1)
 	if _, err := m.TryRLock(ctx); !errors.Is(err, dlock.ErrNotAcquired) {
 		t.Fatalf("TryRLock with a writer queued: %v, want ErrNotAcquired", err)
 	}
 	r2ch := acquired(t, func() (*dlock.Lease, error) { return m.RLock(ctx) })
 	r3ch := acquired(t, func() (*dlock.Lease, error) { return m.RLock(ctx) })
-	waitQueued(t, c, "doc", 3)
+	waitInQueue(t, c, "doc", 3)
 	notYet(t, wch, "writer behind a reader")
 	unlock(t, r1)
 	w := receive(t, wch, "writer")
@@ -56,7 +56,7 @@ func semaphoreServesInArrivalOrder(t *testing.T, c *dlock.Client) {
 	var chans []<-chan *dlock.Lease
 	for i := range 4 {
 		chans = append(chans, acquired(t, func() (*dlock.Lease, error) { return s.Acquire(ctx) }))
-		waitQueued(t, c, "fifo", i+1)
+		waitInQueue(t, c, "fifo", i+1)
 	}
 	unlock(t, holder)
 	for i, ch := range chans {

@@ -81,8 +81,8 @@ func notYet(t testing.TB, ch <-chan *dlock.Lease, what string) {
 	}
 }
 
-// waitQueued waits until name has n waiters queued, as the store reports.
-func waitQueued(t testing.TB, c *dlock.Client, name string, n int) {
+// waitInQueue waits until name has n waiters queued, as the store reports.
+func waitInQueue(t testing.TB, c *dlock.Client, name string, n int) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {

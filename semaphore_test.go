@@ -94,7 +94,7 @@ func TestSemaphoreChangingN(t *testing.T) {
 	// The queue is strictly FIFO: a waiter with the small N at its head
 	// holds back a request with a larger N behind it.
 	wch := acquired(t, func() (*dlock.Lease, error) { return small.Acquire(ctx) })
-	waitQueued(t, c, "resize", 1)
+	waitInQueue(t, c, "resize", 1)
 	if _, err := c.Semaphore("resize", 5).TryAcquire(ctx); !errors.Is(err, dlock.ErrNotAcquired) {
 		t.Fatalf("N=5 behind a queued N=2 waiter: %v, want ErrNotAcquired", err)
 	}
