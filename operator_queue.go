@@ -13,9 +13,8 @@ import (
 // and its waiters in queue order.
 type QueueInfo = driver.QueueInfo
 
-// HolderInfo is one holder in a QueueInfo. For a permit, Token is the
-// permit's id: unique among the permits of the name, in no meaningful
-// order.
+// HolderInfo is one holder in a QueueInfo. ID is the holder's Lease.ID,
+// which tells permits apart; a permit's Token has no meaning.
 type HolderInfo = driver.HolderInfo
 
 // WaiterInfo is one waiter in a QueueInfo.

@@ -25,11 +25,13 @@ import (
 // count has dropped below the new N. Mixing N values on one name works the
 // same way, each caller bounded by its own N.
 //
-// Permit tokens: a permit's Token is unique among every permit ever
-// granted for name, and operators see it as the permit's id (dlock status,
-// Client.InspectQueue). It is not a fencing token: up to N holders are
-// valid at once, so the order of their tokens says nothing about which of
-// them may write. Protect a resource that needs fencing with a lock.
+// Permit ids and tokens: a permit is told apart by its Lease.ID, the
+// random owner id the store records it under, which operators see too
+// (Client.InspectQueue's HolderInfo.ID, dlock status). Its Token is not a
+// fencing token and not an id: up to N holders are valid at once, so the
+// order of their tokens says nothing about which of them may write, and
+// permits granted together may share one. Protect a resource that needs
+// fencing with a lock.
 type Semaphore struct {
 	c    *Client
 	name string

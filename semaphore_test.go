@@ -17,14 +17,23 @@ func TestSemaphoreAdmitsNAndNoMore(t *testing.T) {
 		t.Fatalf("handle: %q %d", s.Name(), s.N())
 	}
 	var held []*dlock.Lease
-	tokens := map[uint64]bool{}
+	ids := map[string]bool{}
 	for i := range 3 {
 		p := got(t)(s.TryAcquire(ctx))
-		if tokens[p.Token()] || p.Err() != nil {
-			t.Fatalf("permit %d: token %d (seen %v), err %v", i, p.Token(), tokens[p.Token()], p.Err())
+		if ids[p.ID()] || p.Err() != nil || len(p.ID()) != 32 {
+			t.Fatalf("permit %d: id %q (seen %v), err %v", i, p.ID(), ids[p.ID()], p.Err())
 		}
-		tokens[p.Token()] = true
+		ids[p.ID()] = true
 		held = append(held, p)
+	}
+	q, _, err := c.InspectQueue(ctx, "pool")
+	if err != nil || len(q.Holders) != 3 {
+		t.Fatalf("InspectQueue: %+v %v", q, err)
+	}
+	for _, h := range q.Holders {
+		if !ids[h.ID] {
+			t.Fatalf("operators see permit id %q, not one of the leases' %v", h.ID, ids)
+		}
 	}
 	if _, err := s.TryAcquire(ctx); !errors.Is(err, dlock.ErrNotAcquired) {
 		t.Fatalf("fourth permit: %v, want ErrNotAcquired", err)
@@ -34,8 +43,8 @@ func TestSemaphoreAdmitsNAndNoMore(t *testing.T) {
 		t.Fatalf("second Unlock: %v, want nil", err)
 	}
 	p := got(t)(s.Acquire(ctx))
-	if tokens[p.Token()] {
-		t.Fatalf("token %d reused", p.Token())
+	if ids[p.ID()] {
+		t.Fatalf("id %q reused", p.ID())
 	}
 	for _, l := range []*dlock.Lease{held[0], held[2], p} {
 		unlock(t, l)

@@ -74,7 +74,7 @@ func ExampleClient_Semaphore() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println("permits held:", len(q.Holders), "- ids differ:", a.Token() != b.Token())
+	fmt.Println("permits held:", len(q.Holders), "- ids differ:", a.ID() != b.ID())
 
 	_ = a.Unlock(ctx)
 	c, err := encoders.TryAcquire(ctx)

@@ -194,8 +194,8 @@ func TestRedisSemaphoreDeadHolderReclaimed(t *testing.T) {
 	const name = "pool"
 	p1 := got(t)(dead.Semaphore(name, 2).Acquire(ctx, dlock.WithTTL(ttl)))
 	p2 := got(t)(live.Semaphore(name, 2).Acquire(ctx, dlock.WithTTL(liveTTL)))
-	if p1.Token() == p2.Token() {
-		t.Fatalf("two permits share id %d", p1.Token())
+	if p1.ID() == p2.ID() {
+		t.Fatalf("two permits share id %q", p1.ID())
 	}
 	if _, err := live.Semaphore(name, 2).TryAcquire(ctx); !errors.Is(err, dlock.ErrNotAcquired) {
 		t.Fatalf("third permit of 2: %v", err)

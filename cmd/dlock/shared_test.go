@@ -11,6 +11,7 @@ type statusQueueJSON struct {
 	Key     string `json:"key"`
 	Held    bool   `json:"held"`
 	Holders []struct {
+		ID    string `json:"id"`
 		Mode  string `json:"mode"`
 		Token uint64 `json:"token"`
 		PID   int    `json:"pid"`
@@ -80,14 +81,11 @@ func TestRunShared(t *testing.T) {
 func TestRunPermits(t *testing.T) {
 	t.Parallel()
 	url, _ := server(t)
-	_, t1, stop1 := holdLock(t, url, "encoders", "--permits", "2")
-	_, t2, stop2 := holdLock(t, url, "encoders", "-p", "2")
-	if t1 == t2 {
-		t.Fatalf("two permits with one id %d", t1)
-	}
+	_, _, stop1 := holdLock(t, url, "encoders", "--permits", "2")
+	_, _, stop2 := holdLock(t, url, "encoders", "-p", "2")
 	st := statusQueue(t, url, "encoders")
-	if len(st.Holders) != 2 || st.Holders[0].Mode != "permit" {
-		t.Fatalf("status of two permits: %+v", st)
+	if len(st.Holders) != 2 || st.Holders[0].Mode != "permit" || st.Holders[0].ID == st.Holders[1].ID || len(st.Holders[0].ID) != 32 {
+		t.Fatalf("status of two permits: %+v, want two permits with their own ids", st)
 	}
 	code, _, stderr := dlock(t, url, "run", "-n", "--permits", "2", "encoders", "--", "true")
 	if code != 75 || !strings.Contains(stderr, "all 2 permits held") {

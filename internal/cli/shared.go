@@ -65,9 +65,10 @@ func (k leaseKind) busy() string {
 const queueJSONHelp = `
 status --json of a KEY with readers, permits or waiters:
   key, held    as above (held: some holder)
-  holders      [{mode, token, host, pid, meta, ttl_ms}]; mode is exclusive,
-               shared (a reader: token is its write epoch) or permit (token
-               is the permit's id, unique, not a fencing token)
+  holders      [{id, mode, token, host, pid, meta, ttl_ms}]; id is the
+               holder's lease id (it tells permits apart); mode is
+               exclusive, shared (a reader: token is its write epoch) or
+               permit (its token means nothing)
   waiters      [{mode, permits, host, pid, meta, ttl_ms}] in queue order;
                permits is the N a permit waiter asks with
 `
@@ -75,6 +76,7 @@ status --json of a KEY with readers, permits or waiters:
 // queueHolderJSON is one holder in status --json of a name with readers,
 // permits or waiters.
 type queueHolderJSON struct {
+	ID    string `json:"id"`   // the holder's owner id: tells permits apart
 	Mode  string `json:"mode"` // exclusive, shared or permit
 	Token uint64 `json:"token"`
 	Host  string `json:"host"`
@@ -107,7 +109,7 @@ func modeName(m driver.Mode) string { return m.String() }
 func toQueueJSON(q dlock.QueueInfo) queueJSON {
 	out := queueJSON{Key: q.Key, Held: len(q.Holders) > 0, Holders: []queueHolderJSON{}, Waiters: []queueWaiterJSON{}}
 	for _, h := range q.Holders {
-		out.Holders = append(out.Holders, queueHolderJSON{Mode: modeName(h.Mode), Token: h.Token,
+		out.Holders = append(out.Holders, queueHolderJSON{ID: h.ID, Mode: modeName(h.Mode), Token: h.Token,
 			Host: h.Owner.Host, PID: h.Owner.PID, Meta: h.Owner.Meta, TTLMS: h.TTL.Milliseconds()})
 	}
 	for _, w := range q.Waiters {
@@ -144,9 +146,13 @@ func writeQueueText(w io.Writer, q dlock.QueueInfo) error {
 		return err
 	}
 	if len(q.Holders) > 0 {
-		fmt.Fprintln(tw, "\nMODE\tTOKEN\tHOST\tPID\tTTL\tMETA")
+		fmt.Fprintln(tw, "\nMODE\tID\tTOKEN\tHOST\tPID\tTTL\tMETA")
 		for _, h := range q.Holders {
-			fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%s\t%s\n", modeName(h.Mode), h.Token, h.Owner.Host, h.Owner.PID,
+			tok := fmt.Sprint(h.Token)
+			if h.Mode == driver.ModePermit {
+				tok = "-" // a permit's token means nothing
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", modeName(h.Mode), h.ID, tok, h.Owner.Host, h.Owner.PID,
 				roundDur(h.TTL), oneLine(h.Owner.Meta))
 		}
 	}
