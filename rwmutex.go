@@ -23,8 +23,11 @@ import "context"
 // Token names the write epoch it reads: it is at least the token of every
 // write lease granted on name before the reader, and below the token of
 // every write lease granted after it. A resource that accepts a read only
-// if its token is at least the highest write token it has seen rejects a
-// reader that was paused past a newer write. See docs/rwlock.md.
+// if its token is at least the highest write token it has seen, and a
+// write only if its token is also above every read token it has seen,
+// rejects a reader that was paused past a newer write and a writer that
+// was paused past its lease once a later reader has been there. See
+// docs/rwlock.md.
 //
 // Asking for the lock again through a context derived from one of its own
 // leases would wait for itself behind the queue; it is refused with
@@ -51,8 +54,9 @@ func (c *Client) RWMutex(name string) *RWMutex { return &RWMutex{c: c, name: nam
 func (m *RWMutex) Name() string { return m.name }
 
 // RLock takes a read lease, waiting as long as ctx allows: until no writer
-// holds the lock and none is queued ahead of this reader. Waiting follows
-// release notifications, like Client.Lock. Under a context derived from a
+// holds the lock and none is queued ahead of this reader. The store grants
+// it in the same step as the release that lets it in, and tells this
+// Client; no polling. Under a context derived from a
 // lease of this lock it returns ErrUpgrade (see Lock).
 func (m *RWMutex) RLock(ctx context.Context, opts ...LockOption) (*Lease, error) {
 	return m.c.acquireQueued(ctx, queued{name: m.name, mode: modeShared, wait: true}, opts)
