@@ -23,6 +23,7 @@ func (d *Driver) Acquire(ctx context.Context, req driver.AcquireRequest) (driver
 	}
 	return run(ctx, d, OpAcquire, func(s *store, now time.Time) (driver.AcquireResult, error) {
 		s.tick(now)
+		s.settle(req.Key, now) // an expiry may have granted a waiter
 		if l, ok := s.live(req.Key, now); ok {
 			if l.id == req.ID {
 				return driver.AcquireResult{Acquired: true, Token: l.token}, nil
@@ -30,6 +31,10 @@ func (d *Driver) Acquire(ctx context.Context, req driver.AcquireRequest) (driver
 			// live guarantees now < expires; max only guards a clock that
 			// was moved back, which cannot make the lock expire earlier.
 			return driver.AcquireResult{RetryAfter: max(l.expires.Sub(now), 0)}, nil
+		}
+		if retry, busy := s.busy(req.Key, now); busy {
+			// Queued leases of the name: taking it would jump the queue.
+			return driver.AcquireResult{RetryAfter: retry}, nil
 		}
 		s.last++
 		s.locks[req.Key] = lockState{
@@ -65,7 +70,11 @@ func (d *Driver) Release(ctx context.Context, reqs []driver.ReleaseRequest) ([]d
 		s.tick(now)
 		results := make([]driver.ReleaseResult, len(reqs))
 		for i, r := range reqs {
-			results[i] = s.release(r, now)
+			if r.Kind == driver.KindLock {
+				results[i] = s.release(r, now)
+			} else {
+				results[i] = s.releaseQueued(r, now)
+			}
 		}
 		return results, nil
 	})
@@ -76,6 +85,7 @@ func (s *store) release(r driver.ReleaseRequest, now time.Time) driver.ReleaseRe
 		delete(s.locks, r.Key)
 		s.released[r.Key] = releasedState{id: r.ID, expires: l.expires}
 		s.notify(r.Key)
+		s.settle(r.Key, now) // hand off to the queue's head, if any
 		return driver.Released
 	}
 	if rel, ok := s.lastRelease(r.Key, now); ok && rel.id == r.ID {
@@ -101,6 +111,10 @@ func (d *Driver) Renew(ctx context.Context, reqs []driver.RenewRequest) ([]bool,
 	return run(ctx, d, OpRenew, func(s *store, now time.Time) ([]bool, error) {
 		held := make([]bool, len(reqs))
 		for i, r := range reqs {
+			if r.Kind != driver.KindLock {
+				held[i] = s.renewQueued(r, now)
+				continue
+			}
 			l, ok := s.live(r.Key, now)
 			if !ok || l.id != r.ID {
 				continue
@@ -165,6 +179,7 @@ func (d *Driver) ForceRelease(ctx context.Context, key string) (uint64, bool, er
 		}
 		delete(s.locks, key)
 		s.notify(key)
+		s.settle(key, now)
 		return result{l.token, true}, nil
 	})
 	return r.token, r.ok, err
@@ -187,7 +202,7 @@ func checkKey(key string) error {
 
 // checkKind rejects leases of primitives this driver does not implement.
 func checkKind(k driver.Kind) error {
-	if k != driver.KindLock {
+	if k > driver.KindPermit {
 		return fmt.Errorf("%w: memdriver: no %v leases", driver.ErrInvalid, k)
 	}
 	return nil

@@ -158,6 +158,11 @@ type store struct {
 	// Restart) has no per-key counters to lose with them.
 	last     uint64
 	watchers map[*watcher]struct{}
+	// queues holds the queued side of names (queue.go); qreleased the
+	// releases of queued leases, for retries; inboxes the grant watchers.
+	queues    map[string]*queueState
+	qreleased map[queueLease]time.Time
+	inboxes   map[string]map[*grantWatcher]struct{}
 	// untilSweep counts operations until expired entries are swept.
 	untilSweep int
 	unusable   error // set by New for unusable capabilities: every operation fails
@@ -184,11 +189,14 @@ type releasedState struct {
 
 func newStore(now func() time.Time, caps driver.Capabilities) *store {
 	return &store{
-		now:      now,
-		caps:     caps,
-		locks:    make(map[string]lockState),
-		released: make(map[string]releasedState),
-		watchers: make(map[*watcher]struct{}),
+		now:       now,
+		caps:      caps,
+		locks:     make(map[string]lockState),
+		released:  make(map[string]releasedState),
+		watchers:  make(map[*watcher]struct{}),
+		queues:    make(map[string]*queueState),
+		qreleased: make(map[queueLease]time.Time),
+		inboxes:   make(map[string]map[*grantWatcher]struct{}),
 	}
 }
 
@@ -238,7 +246,15 @@ func (s *store) tick(now time.Time) {
 			delete(s.released, k)
 		}
 	}
-	s.untilSweep = len(s.locks) + len(s.released) + 64
+	for k, exp := range s.qreleased {
+		if !now.Before(exp) {
+			delete(s.qreleased, k)
+		}
+	}
+	for k := range s.queues {
+		s.settle(k, now)
+	}
+	s.untilSweep = len(s.locks) + len(s.released) + len(s.qreleased) + len(s.queues) + 64
 }
 
 // notify queues key for every watcher following it. It only appends to

@@ -1,12 +1,17 @@
 package memdriver
 
-import "maps"
+import (
+	"maps"
+	"slices"
+	"time"
+)
 
 // Snapshot is a copy of a store's data, taken by Driver.Snapshot, for
 // Driver.Restart to restore.
 type Snapshot struct {
 	locks    map[string]lockState
 	released map[string]releasedState
+	queues   map[string]*queueState
 }
 
 // Snapshot copies the store's locks and remembered releases, as a store
@@ -15,7 +20,17 @@ func (d *Driver) Snapshot() *Snapshot {
 	s := d.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return &Snapshot{locks: maps.Clone(s.locks), released: maps.Clone(s.released)}
+	return &Snapshot{locks: maps.Clone(s.locks), released: maps.Clone(s.released), queues: cloneQueues(s.queues)}
+}
+
+// cloneQueues copies queue states deeply, so that the copy and the store
+// change independently.
+func cloneQueues(qs map[string]*queueState) map[string]*queueState {
+	c := make(map[string]*queueState, len(qs))
+	for k, q := range qs {
+		c[k] = &queueState{holders: maps.Clone(q.holders), waiters: slices.Clone(q.waiters)}
+	}
+	return c
 }
 
 // Restart simulates a restart of the store, for every handle on it. With
@@ -36,9 +51,12 @@ func (d *Driver) Restart(from *Snapshot) {
 	defer s.mu.Unlock()
 	s.locks = make(map[string]lockState)
 	s.released = make(map[string]releasedState)
+	s.queues = make(map[string]*queueState)
+	s.qreleased = make(map[queueLease]time.Time)
 	if from != nil {
 		// Copy, so that one Snapshot can be restored more than once.
 		maps.Copy(s.locks, from.locks)
 		maps.Copy(s.released, from.released)
+		s.queues = cloneQueues(from.queues)
 	}
 }
