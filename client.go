@@ -114,6 +114,9 @@ func (c *Client) Lock(ctx context.Context, key string, opts ...LockOption) (*Lea
 	if l, ok, err := c.reenter(ctx, head, key, lc); ok {
 		return l, err
 	}
+	if lc.fifo == fifoOn {
+		return c.lockFIFO(ctx, req, lc, head)
+	}
 	h, err := c.e.Acquire(ctx, req, lc.watchdog)
 	if err != nil {
 		return nil, err

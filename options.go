@@ -94,7 +94,8 @@ type lockConfig struct {
 	ttl       time.Duration
 	watchdog  bool
 	meta      *string
-	noReentry bool // WithoutReentry (reentrant.go)
+	noReentry bool     // WithoutReentry (reentrant.go)
+	fifo      fifoMode // WithFIFO (fair.go)
 }
 
 // WithTTL sets the lock's TTL for this call. With the watchdog on (the

@@ -79,6 +79,9 @@ type Harness struct {
 //     undone grant released, exclusion among concurrent overlapping sets,
 //     bad input.
 //   - Inspector: Inspect, List by literal prefix, ForceRelease.
+//   - Queue (driver.Queuer): FIFO grants by hand-off, no overtaking, dead
+//     waiters and expired holders, cancelled and raced waiters, readers,
+//     permits, the TTL of a grant, InspectQueue, bad input.
 //
 // Subtests needing an optional interface or Harness field the driver
 // lacks are skipped.
@@ -137,6 +140,7 @@ func Run(t *testing.T, h Harness) {
 			{"List", testList, true},
 			{"ForceRelease", testForceRelease, true},
 		}},
+		{"Queue", queueTests},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {

@@ -212,7 +212,7 @@ func (s *store) retryAfter(key string, q *queueState, head bool, now time.Time) 
 		}
 	}
 	if first.IsZero() {
-		return 0 // only waiters ahead, which may be gone by now
+		return -1 // only waiters ahead: their grants are announced
 	}
 	return max(first.Sub(now), 0)
 }

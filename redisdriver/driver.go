@@ -122,7 +122,7 @@ func (d *Driver) CheckKey(key string) error {
 // checkID rejects owner ids the lock value format cannot carry.
 // checkKind rejects leases of primitives this driver does not implement.
 func checkKind(k driver.Kind) error {
-	if k != driver.KindLock {
+	if k > driver.KindPermit {
 		return fmt.Errorf("%w: redisdriver: no %v leases", driver.ErrInvalid, k)
 	}
 	return nil

@@ -39,3 +39,37 @@ local function token_of(v, key)
   end
   return s, n
 end
+
+-- next_token issues the next exclusive fencing token of a name, from the
+-- server time t (redis.call('TIME')) and last, the value of its last
+-- released lock (false if none), read from lastkey. The token is a hybrid
+-- logical clock:
+--   token = max(token recorded in last + 1, server TIME in microseconds)
+-- Why it exceeds every token issued before for this name:
+--  * Every token is at least the server time at its issue, and exceeds it
+--    by at most a few microseconds (the +1 of a record issued within the
+--    last few microseconds; every script call takes longer than that).
+--  * A record of every token lives until the lock's expiry time, which is
+--    at least a millisecond (a TTL, or a renewal's) after its issue: the
+--    lock key itself, then, after a release, the last key, which RENAME
+--    gives the lock's remaining TTL. A later release overwrites the last
+--    key with a greater token, which serves as well.
+--  * So a new token is greater either through the record, or because the
+--    record is gone, so the server clock has passed that expiry time.
+--  * After a restart from any older state (an RDB snapshot, an AOF synced
+--    every second, a replica that lagged), restored records are merely
+--    old, and TIME has moved past every token issued before the crash.
+-- Assumed: the server clock never goes back, and across a failover the new
+-- master's clock is not behind the old one's by more than the time between
+-- the last acquisition on the old master and the first on the new one.
+-- No counter is kept, so nothing outlives the locks it describes.
+local function next_token(t, last, lastkey)
+  local tok = t[1] .. string.sub('00000' .. t[2], -6) -- seconds and 6 digits of microseconds
+  if last then
+    local _, prev = token_of(last, lastkey)
+    if prev >= tonumber(tok) then
+      tok = string.format('%.0f', prev + 1) -- %.0f: tostring would use exponent form
+    end
+  end
+  return tok
+end

@@ -33,45 +33,53 @@ func (d *Driver) Release(ctx context.Context, reqs []driver.ReleaseRequest) ([]d
 			return nil, err
 		}
 	}
-	groups := d.groupBySlot(len(reqs), func(i int) string { return reqs[i].Key })
 	publishInScript := "0"
 	if d.cluster != nil {
 		publishInScript = "1"
 	}
-	calls := make([]*call, len(groups))
-	for gi, g := range groups {
-		cl := &call{s: releaseScript, keys: make([]string, 0, 2*len(g)), args: make([]any, 1, 1+len(g))}
-		cl.args[0] = publishInScript
-		var channels []string
-		seen := make(map[string]bool, len(g))
+	type part struct {
+		cl  *call
+		idx []int
+	}
+	var parts []part
+	for _, g := range d.groupBySlot(len(reqs), func(i int) string { return reqs[i].Key }) {
+		var locks, queued []int
 		for _, ri := range g {
-			k := reqs[ri].Key
-			cl.keys = append(cl.keys, d.lockKey(k), d.lastKey(k))
-			cl.args = append(cl.args, idPrefix(reqs[ri].ID))
-			if !seen[k] {
-				seen[k] = true
-				channels = append(channels, d.channel(k))
+			if reqs[ri].Kind == driver.KindLock {
+				locks = append(locks, ri)
+			} else {
+				queued = append(queued, ri)
 			}
 		}
-		if d.cluster == nil {
-			cl.after = func(p redis.Pipeliner) {
-				for _, ch := range channels {
-					p.Publish(ctx, ch, "")
-				}
-			}
+		if len(locks) > 0 {
+			parts = append(parts, part{d.lockReleaseCall(ctx, reqs, locks, publishInScript), locks})
 		}
-		calls[gi] = cl
+		if len(queued) > 0 {
+			// queue_release.lua publishes itself, only for names it leaves
+			// free: the common release there is a hand-off, which wakes
+			// its waiter through the inbox.
+			cl := &call{s: queueReleaseScript, keys: make([]string, len(queued)), args: make([]any, 0, 2*len(queued))}
+			for i, ri := range queued {
+				cl.keys[i] = d.lockKey(reqs[ri].Key)
+				cl.args = append(cl.args, reqs[ri].ID, leaseTag(reqs[ri].Kind))
+			}
+			parts = append(parts, part{cl, queued})
+		}
+	}
+	calls := make([]*call, len(parts))
+	for i, p := range parts {
+		calls[i] = p.cl
 	}
 	if err := runCalls(ctx, d.rdb.Pipeline(), calls); err != nil {
 		return nil, err
 	}
 	results := make([]driver.ReleaseResult, len(reqs))
-	for gi, g := range groups {
-		codes, err := replyDigits(calls[gi], len(g))
+	for _, p := range parts {
+		codes, err := replyDigits(p.cl, len(p.idx))
 		if err != nil {
 			return nil, err
 		}
-		for i, ri := range g {
+		for i, ri := range p.idx {
 			switch int(codes[i] - '0') {
 			case replyReleased:
 				results[ri] = driver.Released
@@ -80,7 +88,7 @@ func (d *Driver) Release(ctx context.Context, reqs []driver.ReleaseRequest) ([]d
 			case replyNotHeld:
 				results[ri] = driver.NotHeld
 			default:
-				return nil, fmt.Errorf("release script: unexpected answer %q", codes[i])
+				return nil, fmt.Errorf("%s script: unexpected answer %q", p.cl.s.name, codes[i])
 			}
 		}
 	}
@@ -97,4 +105,30 @@ func replyDigits(cl *call, n int) (string, error) {
 		return "", fmt.Errorf("%s script: %d answers for %d keys", cl.s.name, len(s), n)
 	}
 	return s, nil
+}
+
+// lockReleaseCall is the release.lua call of the exclusive locks reqs[i]
+// for i in idx, all in one slot.
+func (d *Driver) lockReleaseCall(ctx context.Context, reqs []driver.ReleaseRequest, idx []int, publishInScript string) *call {
+	cl := &call{s: releaseScript, keys: make([]string, 0, 2*len(idx)), args: make([]any, 1, 1+len(idx))}
+	cl.args[0] = publishInScript
+	var channels []string
+	seen := make(map[string]bool, len(idx))
+	for _, ri := range idx {
+		k := reqs[ri].Key
+		cl.keys = append(cl.keys, d.lockKey(k), d.lastKey(k))
+		cl.args = append(cl.args, idPrefix(reqs[ri].ID))
+		if !seen[k] {
+			seen[k] = true
+			channels = append(channels, d.channel(k))
+		}
+	}
+	if d.cluster == nil {
+		cl.after = func(p redis.Pipeliner) {
+			for _, ch := range channels {
+				p.Publish(ctx, ch, "")
+			}
+		}
+	}
+	return cl
 }

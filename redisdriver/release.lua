@@ -12,8 +12,15 @@
 local res = {}
 for i = 1, #KEYS / 2 do
   local lock, last, idp = KEYS[2 * i - 1], KEYS[2 * i], ARGV[1 + i]
-  if owned(lock, idp) then
+  -- The queue marker comes with the lock in one MGET (queue_lib.lua).
+  local v, queued = unpack(redis.call('MGET', lock, lock .. ':q'))
+  if owns(v, idp) then
     redis.call('RENAME', lock, last)
+    if queued then
+      -- Fair waiters: hand the lock to the head in this same step.
+      local now, t = now_ms()
+      q_settle(q_keys(lock), now, t)
+    end
     if ARGV[1] == '1' then
       redis.call('PUBLISH', lock .. CHANNEL_SUFFIX, '')
     end

@@ -7,8 +7,9 @@ import (
 	"github.com/dlockio/dlock/driver"
 )
 
-// Renew implements driver.Driver: one renew.lua call per Cluster slot (one
-// call in total otherwise), all calls sent in one pipeline.
+// Renew implements driver.Driver: per Cluster slot (one in total
+// otherwise) one renew.lua call for exclusive locks and one
+// queue_renew.lua call for queued leases, all sent in one pipeline.
 func (d *Driver) Renew(ctx context.Context, reqs []driver.RenewRequest) ([]bool, error) {
 	if len(reqs) == 0 {
 		return nil, nil
@@ -24,26 +25,53 @@ func (d *Driver) Renew(ctx context.Context, reqs []driver.RenewRequest) ([]bool,
 			return nil, err
 		}
 	}
-	groups := d.groupBySlot(len(reqs), func(i int) string { return reqs[i].Key })
-	calls := make([]*call, len(groups))
-	for gi, g := range groups {
-		cl := &call{s: renewScript, keys: make([]string, len(g)), args: make([]any, 0, 2*len(g))}
-		for i, ri := range g {
-			cl.keys[i] = d.lockKey(reqs[ri].Key)
-			cl.args = append(cl.args, idPrefix(reqs[ri].ID), reqs[ri].TTL.Milliseconds())
+	// Per slot, one renew.lua call for the exclusive locks and one
+	// queue_renew.lua call for the queued leases.
+	type part struct {
+		cl  *call
+		idx []int
+	}
+	var parts []part
+	for _, g := range d.groupBySlot(len(reqs), func(i int) string { return reqs[i].Key }) {
+		var locks, queued []int
+		for _, ri := range g {
+			if reqs[ri].Kind == driver.KindLock {
+				locks = append(locks, ri)
+			} else {
+				queued = append(queued, ri)
+			}
 		}
-		calls[gi] = cl
+		if len(locks) > 0 {
+			cl := &call{s: renewScript, keys: make([]string, len(locks)), args: make([]any, 0, 2*len(locks))}
+			for i, ri := range locks {
+				cl.keys[i] = d.lockKey(reqs[ri].Key)
+				cl.args = append(cl.args, idPrefix(reqs[ri].ID), reqs[ri].TTL.Milliseconds())
+			}
+			parts = append(parts, part{cl, locks})
+		}
+		if len(queued) > 0 {
+			cl := &call{s: queueRenewScript, keys: make([]string, len(queued)), args: make([]any, 0, 3*len(queued))}
+			for i, ri := range queued {
+				cl.keys[i] = d.lockKey(reqs[ri].Key)
+				cl.args = append(cl.args, reqs[ri].ID, reqs[ri].TTL.Milliseconds(), leaseTag(reqs[ri].Kind))
+			}
+			parts = append(parts, part{cl, queued})
+		}
+	}
+	calls := make([]*call, len(parts))
+	for i, p := range parts {
+		calls[i] = p.cl
 	}
 	if err := runCalls(ctx, d.rdb.Pipeline(), calls); err != nil {
 		return nil, err
 	}
 	held := make([]bool, len(reqs))
-	for gi, g := range groups {
-		v, err := replyDigits(calls[gi], len(g))
+	for _, p := range parts {
+		v, err := replyDigits(p.cl, len(p.idx))
 		if err != nil {
 			return nil, err
 		}
-		for i, ri := range g {
+		for i, ri := range p.idx {
 			held[ri] = int(v[i]-'0') == replyExtended
 		}
 	}

@@ -24,6 +24,16 @@ var (
 	renewLua string
 	//go:embed force_release.lua
 	forceReleaseLua string
+	//go:embed queue_lib.lua
+	queueLibLua string
+	//go:embed enqueue.lua
+	enqueueLua string
+	//go:embed queue_renew.lua
+	queueRenewLua string
+	//go:embed queue_release.lua
+	queueReleaseLua string
+	//go:embed queue_inspect.lua
+	queueInspectLua string
 )
 
 // Codes the scripts answer with; luaConstants hands them to the Lua side.
@@ -58,17 +68,23 @@ var luaConstants = map[string]string{
 	"NOT_HELD":         strconv.Itoa(replyNotHeld),
 	"EXTENDED":         strconv.Itoa(replyExtended),
 	"LOST":             strconv.Itoa(replyLost),
+	"INBOX_INFIX":      inboxInfix,
 }
 
 var placeholder = regexp.MustCompile(`__([A-Z_]+)__`)
 
 // The scripts. Each is lib.lua followed by its own body, so the ownership
-// check and token parsing exist once.
+// check and token parsing exist once; those that can change who holds a
+// name also get queue_lib.lua, so granting to the queue exists once.
 var (
-	acquireScript      = newScript("acquire", acquireLua)
-	releaseScript      = newScript("release", releaseLua)
+	acquireScript      = newScript("acquire", queueLibLua+acquireLua)
+	releaseScript      = newScript("release", queueLibLua+releaseLua)
 	renewScript        = newScript("renew", renewLua)
-	forceReleaseScript = newScript("force_release", forceReleaseLua)
+	forceReleaseScript = newScript("force_release", queueLibLua+forceReleaseLua)
+	enqueueScript      = newScript("enqueue", queueLibLua+enqueueLua)
+	queueRenewScript   = newScript("queue_renew", queueLibLua+queueRenewLua)
+	queueReleaseScript = newScript("queue_release", queueLibLua+queueReleaseLua)
+	queueInspectScript = newScript("queue_inspect", queueLibLua+queueInspectLua)
 )
 
 // script is a Lua script with its SHA1, the one way this package runs

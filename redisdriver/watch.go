@@ -43,9 +43,10 @@ var errWatcherClosed = errors.New("release watcher closed")
 // one. (Counting the confirmations of SUBSCRIBE instead loses count when a
 // reconnect swallows some, and a key's waiters then stall in Add forever.)
 type watcher struct {
-	d         *Driver
-	onRelease func(string)
-	health    time.Duration
+	d      *Driver
+	chanOf func(key string) string       // the channel Add and Remove follow for key
+	onMsg  func(channel, payload string) // every message of a followed channel
+	health time.Duration
 
 	mu     sync.Mutex
 	ps     *redis.PubSub // opened by the first Add
@@ -74,17 +75,28 @@ func (d *Driver) Watch(onRelease func(key string)) (driver.Watcher, error) {
 	if onRelease == nil {
 		return nil, fmt.Errorf("%w: nil release callback", driver.ErrInvalid)
 	}
+	return d.newWatcher(d.channel, func(channel, _ string) {
+		if name, ok := d.nameFromChannel(channel); ok {
+			onRelease(name)
+		}
+	}), nil
+}
+
+// newWatcher returns a watcher that follows chanOf(key) for each key added
+// and hands every message to onMsg: release channels (Watch) or a grant
+// inbox (WatchGrants).
+func (d *Driver) newWatcher(chanOf func(string) string, onMsg func(channel, payload string)) *watcher {
 	return &watcher{
-		d: d, onRelease: onRelease, health: healthInterval,
+		d: d, chanOf: chanOf, onMsg: onMsg, health: healthInterval,
 		subs: make(map[string]*subscription), ackCh: make(chan struct{}),
 		stop: make(chan struct{}), done: make(chan struct{}),
-	}, nil
+	}
 }
 
 // Add implements driver.Watcher. Every Add counts, even one that fails, and
 // is undone by one Remove.
 func (w *watcher) Add(ctx context.Context, key string) error {
-	ch := w.d.channel(key)
+	ch := w.chanOf(key)
 	w.mu.Lock()
 	if w.closed {
 		w.mu.Unlock()
@@ -198,7 +210,7 @@ func (w *watcher) pingLocked(ctx context.Context) (uint64, error) {
 
 // Remove implements driver.Watcher.
 func (w *watcher) Remove(ctx context.Context, key string) error {
-	ch := w.d.channel(key)
+	ch := w.chanOf(key)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	s := w.subs[ch]
@@ -287,9 +299,7 @@ func (w *watcher) read(ps *redis.PubSub) {
 		quiet, failures = 0, 0
 		switch m := msg.(type) {
 		case *redis.Message:
-			if name, ok := w.d.nameFromChannel(m.Channel); ok {
-				w.onRelease(name)
-			}
+			w.onMsg(m.Channel, m.Payload)
 		case *redis.Pong:
 			w.ack(m.Payload)
 		}

@@ -47,6 +47,7 @@ type Engine struct {
 	renewer  *renewer
 	releaser *releaser
 	waits    *waitRegistry
+	queue    *queueWaits // queued leases' grant announcements (queue.go)
 
 	ctx    context.Context // cancelled by Close: aborts calls in flight
 	cancel context.CancelFunc
@@ -87,6 +88,7 @@ func New(cfg Config) (*Engine, error) {
 	e.renewer = newRenewer(e)
 	e.releaser = newReleaser(e)
 	e.waits = newWaitRegistry(e)
+	e.queue = newQueueWaits(e)
 	return e, nil
 }
 
@@ -169,7 +171,7 @@ func (e *Engine) Close() error {
 		e.opStopped = true
 		e.opMu.Unlock()
 		e.ops.Wait()
-		err = e.waits.close()
+		err = errors.Join(e.waits.close(), e.queue.close())
 		e.renewer.wait()
 		e.releaser.close()
 		e.log.close()

@@ -205,7 +205,9 @@ func (r *renewer) tick(ctx context.Context) time.Duration {
 	r.mu.Unlock()
 
 	for _, h := range lost {
-		if h.end(ErrLost) {
+		// A waiter's place that ends is no lock lost: its waiter asks the
+		// store what became of it (queue.go).
+		if h.end(ErrLost) && h.kind != driver.KindWaiter {
 			r.e.log.warn("dlock: lock lost: validity deadline passed without a successful renewal",
 				"key", h.key, "token", h.token)
 		}
@@ -284,7 +286,7 @@ func (r *renewer) apply(res renewal) {
 			"leases", len(res.holds), "err", res.err)
 	}
 	for _, h := range lost {
-		if h.end(ErrLost) {
+		if h.end(ErrLost) && h.kind != driver.KindWaiter {
 			r.e.log.warn("dlock: lock lost: no longer held in the store", "key", h.key, "token", h.token)
 		}
 	}

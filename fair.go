@@ -1,0 +1,45 @@
+package dlock
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/dlockio/dlock/driver"
+)
+
+// WithFIFO makes Lock wait in a queue kept by the store, in the order of
+// arrival at the store, with direct hand-off (see docs/fair-lock.md): a
+// release grants the lock to the first waiter in the same atomic step,
+// with the next fencing token, and wakes only that waiter. A waiter's
+// place is a lease of its own, renewed while it waits: a waiter that dies
+// drops out within one TTL, a live one is never passed over. Lock returns
+// an error matching ErrUnsupported on a driver without queued leases.
+//
+// Fair and plain acquisitions of a key exclude each other, share one
+// fencing-token sequence, and a plain TryLock or Lock never takes a key
+// ahead of its queued waiters.
+func WithFIFO() LockOption {
+	return func(c *lockConfig) error { c.fifo = fifoOn; return nil }
+}
+
+// fifoMode is lockConfig.fifo.
+type fifoMode uint8
+
+const (
+	fifoDefault fifoMode = iota // the Client's default: plain
+	fifoOn
+)
+
+// lockFIFO is Lock through the store's queue.
+func (c *Client) lockFIFO(ctx context.Context, req driver.AcquireRequest, lc lockConfig, head *mark) (*Lease, error) {
+	if !c.e.SupportsQueue() {
+		return nil, fmt.Errorf("%w: FIFO lock of %q: the driver has no queued leases", ErrUnsupported, req.Key)
+	}
+	h, err := c.e.AcquireQueued(ctx, driver.QueueRequest{
+		Key: req.Key, TTL: req.TTL, Owner: req.Owner, Mode: driver.ModeExclusive,
+	}, lc.watchdog)
+	if err != nil {
+		return nil, err
+	}
+	return c.newLease(h, req.Owner, head, lc), nil
+}

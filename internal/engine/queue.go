@@ -1,0 +1,345 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/dlockio/dlock/driver"
+)
+
+// Queued acquisition: the fair lock, the read-write lock and the semaphore
+// (driver.Queuer). A waiter's place in the store's queue is a lease of its
+// own, a KindWaiter Hold renewed by the renewer like any other, so a live
+// waiter keeps its place however long it waits and a dead one drops out
+// within one TTL. The store grants in the same step as a release, and
+// announces the grant on this engine's inbox; the waiter then takes the
+// lease over without a round trip. If the announcement is lost, the
+// waiter's next renewal answers "not waiting", and one Enqueue with the
+// same id picks the grant up: a lost notification costs at most one
+// renewal interval.
+
+// errWaitOver ends a waiter's place when it became a lease or its waiter
+// gave up; nobody sees it.
+var errWaitOver = errors.New("dlock: wait over")
+
+// queueWaits is an engine's side of grant announcements: one inbox, one
+// subscription opened on first use, and the waiting calls by owner id.
+type queueWaits struct {
+	e     *Engine
+	inbox string
+
+	mu      sync.Mutex
+	gw      driver.GrantWatcher
+	opening chan struct{} // closed when a WatchGrants in flight ends
+	waiters map[string]chan driver.Grant
+	closed  bool
+}
+
+func newQueueWaits(e *Engine) *queueWaits {
+	return &queueWaits{e: e, inbox: newOwnerID(), waiters: make(map[string]chan driver.Grant)}
+}
+
+// queuer returns the driver's queue, or an error matching both
+// driver.ErrInvalid and errors.ErrUnsupported.
+func (e *Engine) queuer() (driver.Queuer, error) {
+	q, ok := e.drv.(driver.Queuer)
+	if !ok {
+		return nil, fmt.Errorf("%w: the driver has no queued leases (fair lock, read-write lock, semaphore): %w",
+			driver.ErrInvalid, errors.ErrUnsupported)
+	}
+	return q, nil
+}
+
+// SupportsQueue reports whether the driver implements driver.Queuer.
+func (e *Engine) SupportsQueue() bool {
+	_, ok := e.drv.(driver.Queuer)
+	return ok
+}
+
+// QueueAttempt is the Attempt of one queued request that does not wait:
+// granted iff nobody waits ahead and it fits the holders.
+func (e *Engine) QueueAttempt(req driver.QueueRequest) (Attempt, error) {
+	q, err := e.queuer()
+	if err != nil {
+		return Attempt{}, err
+	}
+	return Attempt{Kind: req.Mode.HolderKind(), Key: req.Key, TTL: req.TTL,
+		Send: func(ctx context.Context, id string, _ bool) (driver.AcquireResult, error) {
+			r := req
+			r.ID, r.Wait, r.Inbox = id, false, ""
+			res, err := q.Enqueue(ctx, r)
+			return driver.AcquireResult{Acquired: res.Granted, Token: res.Token, RetryAfter: res.RetryAfter}, err
+		}}, nil
+}
+
+// TryAcquireQueued makes one attempt at a queued lease (see
+// TryAcquireWith); it never overtakes a waiter.
+func (e *Engine) TryAcquireQueued(ctx context.Context, req driver.QueueRequest, renew bool) (*Hold, error) {
+	a, err := e.QueueAttempt(req)
+	if err != nil {
+		return nil, err
+	}
+	return e.TryAcquireWith(ctx, a, renew)
+}
+
+// AcquireQueued takes a queued lease in the store's arrival order, waiting
+// as long as ctx allows. When ctx ends the waiter's place is released in
+// the background at once; if the store granted it meanwhile, that release
+// frees the grant too, for the next waiter.
+func (e *Engine) AcquireQueued(ctx context.Context, req driver.QueueRequest, renew bool) (*Hold, error) {
+	q, err := e.queuer()
+	if err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, ctxError("lock", req.Key, err)
+	}
+	if err := e.queue.subscribe(ctx, q, req.Key); err != nil {
+		if ctx.Err() != nil || errors.Is(err, ErrClosed) {
+			return nil, err
+		}
+		// Waiting still works, on renewals alone.
+		e.log.warn("dlock: grant notifications unavailable; waiting on renewals only", "key", req.Key, "err", err)
+	}
+	req.ID, req.Wait, req.Inbox = newOwnerID(), true, e.queue.inbox
+	grants := e.queue.register(req.ID)
+	defer e.queue.unregister(req.ID)
+	kind := req.Mode.HolderKind()
+	place := driver.ReleaseRequest{Kind: driver.KindWaiter, Key: req.Key, ID: req.ID}
+
+	var w *Hold // the waiter's place while it has one
+	poke := time.NewTimer(time.Hour)
+	defer poke.Stop()
+	defer func() {
+		if w != nil {
+			e.renewer.remove(w)
+			w.end(errWaitOver)
+		}
+	}()
+	slow := 0
+	for {
+		res, sent, err := e.enqueue(ctx, q, req)
+		if err != nil {
+			e.releaser.add(place) // enqueue may have queued or granted it, reply lost
+			return nil, err
+		}
+		switch {
+		case res.Granted:
+			h, err := e.takeOver(ctx, kind, req, res.Token, sent, renew)
+			if errors.Is(err, errTooSlow) && slow < 2 {
+				slow++ // the next Enqueue with this id refreshes the lease
+				continue
+			}
+			if err != nil {
+				e.releaser.add(place)
+			}
+			return h, err
+		case !res.Queued:
+			e.releaser.add(place)
+			return nil, WrapBackend("lock", req.Key, errors.New("driver neither granted nor queued a waiting request"))
+		}
+		lostPlace := w != nil && w.Err() != nil
+		if w != nil {
+			e.renewer.remove(w)
+			w.end(errWaitOver)
+		}
+		if w, err = e.newHold(ctx, driver.KindWaiter, req.Key, req.ID, 0, req.TTL, sent, true); err != nil {
+			w = nil
+			e.releaser.add(place)
+			return nil, err
+		}
+		if lostPlace {
+			// Queued anew after the old place ended: an announcement still
+			// pending is the old place's, whose lease is gone.
+			select {
+			case <-grants:
+			default:
+			}
+		}
+		// The head pokes the store when a blocking holder expires: a store
+		// without expiry hooks grants only when a request touches the name.
+		var pokeC <-chan time.Time
+		if res.RetryAfter >= 0 {
+			poke.Reset(e.waitFor(res.RetryAfter, req.TTL))
+			pokeC = poke.C
+		}
+		select {
+		case g := <-grants:
+			// The grant's store TTL is what the waiter place had left, and
+			// that place's expiry is no earlier than the validity deadline
+			// the renewer computed from the send time of the last enqueue
+			// or renewal it saw answered: so the place's deadline is a safe
+			// deadline for the lease. A renewal in flight only makes the
+			// store's expiry later. With no time left, ask the store.
+			if w.Err() == nil && time.Until(w.Deadline()) > req.TTL/10 {
+				placeSent := w.Deadline().Add(-e.validity(req.TTL))
+				e.renewer.remove(w)
+				w.end(errWaitOver)
+				w = nil
+				h, err := e.newHold(ctx, kind, req.Key, req.ID, g.Token, req.TTL, placeSent, renew)
+				if err != nil {
+					e.releaser.add(place)
+				}
+				return h, err
+			}
+		case <-w.Done():
+			// The renewal said the place is gone: granted, or dropped.
+		case <-pokeC:
+		case <-e.closed:
+			w = nil // Close releases the place with every hold it tracks
+			return nil, ErrClosed
+		case <-ctx.Done():
+			e.renewer.remove(w)
+			w.end(errWaitOver)
+			w = nil
+			e.releaser.add(place)
+			return nil, ctxError("lock", req.Key, ctx.Err())
+		}
+	}
+}
+
+// enqueue sends one Enqueue and returns its result and send time. A reply
+// that comes after the caller gave up releases the place (and a grant).
+func (e *Engine) enqueue(ctx context.Context, q driver.Queuer, req driver.QueueRequest) (driver.QueueResult, time.Time, error) {
+	if !e.beginOp() {
+		return driver.QueueResult{}, time.Time{}, ErrClosed
+	}
+	defer e.ops.Done()
+	if err := ctx.Err(); err != nil {
+		return driver.QueueResult{}, time.Time{}, ctxError("lock", req.Key, err)
+	}
+	place := driver.ReleaseRequest{Kind: driver.KindWaiter, Key: req.Key, ID: req.ID}
+	sent := e.now()
+	res, err := call(e, ctx, func(ctx context.Context) (driver.QueueResult, error) {
+		return q.Enqueue(ctx, req)
+	}, func(driver.QueueResult, error) { e.releaser.add(place) })
+	if err != nil {
+		switch {
+		case ctx.Err() != nil:
+			return res, sent, ctxError("lock", req.Key, ctx.Err())
+		case e.isClosed():
+			return res, sent, ErrClosed
+		}
+		return res, sent, WrapBackend("lock", req.Key, err)
+	}
+	return res, sent, nil
+}
+
+// takeOver turns a grant answered to an Enqueue sent at sent into a hold.
+func (e *Engine) takeOver(ctx context.Context, kind driver.Kind, req driver.QueueRequest, token uint64, sent time.Time, renew bool) (*Hold, error) {
+	if took := e.now().Sub(sent); took >= e.validity(req.TTL) {
+		return nil, WrapBackend("lock", req.Key, fmt.Errorf("%w: took %v, validity %v",
+			errTooSlow, took.Round(time.Millisecond), e.validity(req.TTL)))
+	}
+	return e.newHold(ctx, kind, req.Key, req.ID, token, req.TTL, sent, renew)
+}
+
+// newHold tracks a lease whose deadline counts from sent.
+func (e *Engine) newHold(ctx context.Context, kind driver.Kind, key, id string, token uint64, ttl time.Duration, sent time.Time, renew bool) (*Hold, error) {
+	h := &Hold{e: e, kind: kind, key: key, id: id, token: token, ttl: ttl}
+	h.inner, h.cancel = context.WithCancelCause(context.WithoutCancel(ctx))
+	if !e.renewer.add(h, sent, renew) {
+		h.end(ErrClosed)
+		return nil, ErrClosed
+	}
+	return h, nil
+}
+
+// subscribe opens the engine's grant subscription if it is not open; one
+// caller at a time tries, the others wait for its outcome.
+func (qw *queueWaits) subscribe(ctx context.Context, q driver.Queuer, key string) error {
+	for {
+		qw.mu.Lock()
+		switch {
+		case qw.closed:
+			qw.mu.Unlock()
+			return ErrClosed
+		case qw.gw != nil:
+			qw.mu.Unlock()
+			return nil
+		case qw.opening != nil:
+			ch := qw.opening
+			qw.mu.Unlock()
+			select {
+			case <-ch:
+				continue
+			case <-ctx.Done():
+				return ctxError("lock", key, ctx.Err())
+			}
+		}
+		ch := make(chan struct{})
+		qw.opening = ch
+		qw.mu.Unlock()
+		gw, err := qw.open(ctx, q)
+		qw.mu.Lock()
+		qw.opening = nil
+		close(ch)
+		if err == nil {
+			if qw.closed {
+				qw.mu.Unlock()
+				_ = gw.Close()
+				return ErrClosed
+			}
+			qw.gw = gw
+		}
+		qw.mu.Unlock()
+		return err
+	}
+}
+
+func (qw *queueWaits) open(ctx context.Context, q driver.Queuer) (driver.GrantWatcher, error) {
+	e := qw.e
+	if !e.beginOp() {
+		return nil, ErrClosed
+	}
+	defer e.ops.Done()
+	return call(e, ctx, func(ctx context.Context) (driver.GrantWatcher, error) {
+		return q.WatchGrants(ctx, qw.inbox, qw.onGrant)
+	}, func(gw driver.GrantWatcher, err error) {
+		if err == nil {
+			_ = gw.Close() // abandoned: nobody will use it
+		}
+	})
+}
+
+func (qw *queueWaits) register(id string) chan driver.Grant {
+	ch := make(chan driver.Grant, 1)
+	qw.mu.Lock()
+	qw.waiters[id] = ch
+	qw.mu.Unlock()
+	return ch
+}
+
+func (qw *queueWaits) unregister(id string) {
+	qw.mu.Lock()
+	delete(qw.waiters, id)
+	qw.mu.Unlock()
+}
+
+// onGrant is the driver's callback; it never blocks.
+func (qw *queueWaits) onGrant(g driver.Grant) {
+	qw.mu.Lock()
+	ch := qw.waiters[g.ID]
+	qw.mu.Unlock()
+	if ch != nil {
+		select {
+		case ch <- g:
+		default:
+		}
+	}
+}
+
+func (qw *queueWaits) close() error {
+	qw.mu.Lock()
+	qw.closed = true
+	gw := qw.gw
+	qw.gw = nil
+	qw.mu.Unlock()
+	if gw != nil {
+		return gw.Close()
+	}
+	return nil
+}

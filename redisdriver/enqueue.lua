@@ -1,0 +1,55 @@
+-- One queued request: grant it, queue it (ARGV[5] = '1'), or refuse it.
+-- KEYS[1] lock (the queue keys derive from it, see queue_lib.lua)
+-- ARGV[1] id, ARGV[2] ttl ms, ARGV[3] mode, ARGV[4] limit, ARGV[5] wait,
+-- ARGV[6] inbox, ARGV[7] the rest of a value (SEP "<since>" SEP "<owner>")
+-- Returns a string: "G<token>" granted, "Q<retry ms>" queued, "R<retry
+-- ms>" refused (retry TTL_UNKNOWN when unknown or not at the head).
+local K = q_keys(KEYS[1])
+local id, ttl, mode, limit = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
+local now, t = now_ms()
+q_settle(K, now, t)
+local exp = now + ttl
+
+-- Already ours: a retry after a lost reply, or a waiter that learns of its
+-- grant. Same token, and the lease extended as by a renewal.
+local v = redis.call('GET', K.lock)
+if owns(v, id .. SEP) then
+  redis.call('PEXPIRE', K.lock, ttl)
+  return 'G' .. token_of(v, K.lock)
+end
+local rec = redis.call('HGET', K.d, id)
+if rec then
+  redis.call('ZADD', K.e, exp, id)
+  q_touch(K)
+  if string.sub(rec, 1, 1) == 'H' then
+    local a = string.find(rec, SEP, 1, true)
+    local b = string.find(rec, SEP, a + 1, true)
+    return 'G' .. string.sub(rec, a + 1, b - 1)
+  end
+  if redis.call('ZRANK', K.w, id) == 0 then
+    return 'Q' .. q_retry_after(K, now)
+  end
+  return 'Q__TTL_UNKNOWN__'
+end
+
+if redis.call('ZCARD', K.w) == 0 and q_fits(K, mode, limit) then
+  if mode == MODE_EXCL then
+    return 'G' .. q_grant_exclusive(K, id, ARGV[7], exp, t)
+  end
+  local tok = epoch_token(K.last, t)
+  q_hold(K, id, mode, tok, ARGV[7], exp)
+  q_touch(K)
+  return 'G' .. tok
+end
+if ARGV[5] ~= '1' then
+  return 'R' .. q_retry_after(K, now)
+end
+local seq = redis.call('HINCRBY', K.d, '#s', 1)
+redis.call('ZADD', K.w, seq, id)
+redis.call('HSET', K.d, id, 'W' .. mode .. SEP .. limit .. SEP .. ARGV[6] .. ARGV[7])
+redis.call('ZADD', K.e, exp, id)
+q_touch(K)
+if redis.call('ZCARD', K.w) == 1 then
+  return 'Q' .. q_retry_after(K, now)
+end
+return 'Q__TTL_UNKNOWN__'

@@ -1,0 +1,231 @@
+package redisdriver
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/dlockio/dlock/driver"
+)
+
+var _ driver.Queuer = (*Driver)(nil)
+
+const (
+	// inboxInfix is between the prefix and an inbox in a grant channel's name.
+	inboxInfix = "inbox:"
+	// queueSuffix is after the lock key: the name's queue marker.
+	queueSuffix = ":q"
+)
+
+func (d *Driver) inboxChannel(inbox string) string { return d.prefix + inboxInfix + inbox }
+
+// Enqueue implements driver.Queuer with one call of enqueue.lua; see
+// queue_lib.lua for the keys of a name and how grants are made.
+func (d *Driver) Enqueue(ctx context.Context, req driver.QueueRequest) (driver.QueueResult, error) {
+	if err := checkQueueRequest(req); err != nil {
+		return driver.QueueResult{}, err
+	}
+	wait := "0"
+	if req.Wait {
+		wait = "1"
+	}
+	reply, err := enqueueScript.run(ctx, d.rdb, []string{d.lockKey(req.Key)},
+		req.ID, req.TTL.Milliseconds(), modeCode(req.Mode), req.Limit, wait, req.Inbox,
+		d.valueRest(time.Now(), req.Owner)).Text()
+	if err != nil {
+		return driver.QueueResult{}, err
+	}
+	if len(reply) < 2 {
+		return driver.QueueResult{}, fmt.Errorf("enqueue script: unexpected reply %q", reply)
+	}
+	switch reply[0] {
+	case 'G':
+		tok, err := parseToken(reply[1:])
+		if err != nil {
+			return driver.QueueResult{}, fmt.Errorf("enqueue script: %w", err)
+		}
+		return driver.QueueResult{Granted: true, Token: tok}, nil
+	case 'Q', 'R':
+		ms, err := strconv.ParseInt(reply[1:], 10, 64)
+		if err != nil {
+			return driver.QueueResult{}, fmt.Errorf("enqueue script: unexpected reply %q", reply)
+		}
+		return driver.QueueResult{Queued: reply[0] == 'Q', RetryAfter: retryAfter(ms)}, nil
+	}
+	return driver.QueueResult{}, fmt.Errorf("enqueue script: unexpected reply %q", reply)
+}
+
+func checkQueueRequest(req driver.QueueRequest) error {
+	if err := checkID(req.ID); err != nil {
+		return err
+	}
+	if err := checkTTL(req.TTL); err != nil {
+		return err
+	}
+	switch {
+	case req.Mode < driver.ModeExclusive || req.Mode > driver.ModePermit:
+		return fmt.Errorf("%w: redisdriver: unknown mode %v", driver.ErrInvalid, req.Mode)
+	case req.Mode == driver.ModePermit && req.Limit < 1:
+		return fmt.Errorf("%w: redisdriver: permit limit %d", driver.ErrInvalid, req.Limit)
+	case req.Wait && (req.Inbox == "" || strings.Contains(req.Inbox, sep)):
+		return fmt.Errorf("%w: redisdriver: inbox %q (must be non-empty, without %q)", driver.ErrInvalid, req.Inbox, sep)
+	}
+	return nil
+}
+
+func modeCode(m driver.Mode) string { return strconv.Itoa(int(m)) }
+
+// leaseTag is what the queue scripts compare a lease's record with: 'W'
+// for a waiter place, 'H' and the mode for a holder.
+func leaseTag(k driver.Kind) string {
+	switch k {
+	case driver.KindRead:
+		return "H" + modeCode(driver.ModeShared)
+	case driver.KindPermit:
+		return "H" + modeCode(driver.ModePermit)
+	}
+	return "W"
+}
+
+// WatchGrants implements driver.Queuer: a pub/sub subscription to the
+// inbox's channel, confirmed as release subscriptions are (watch.go).
+func (d *Driver) WatchGrants(ctx context.Context, inbox string, onGrant func(driver.Grant)) (driver.GrantWatcher, error) {
+	if onGrant == nil || inbox == "" {
+		return nil, fmt.Errorf("%w: redisdriver: grant watcher needs an inbox and a callback", driver.ErrInvalid)
+	}
+	ch := d.inboxChannel(inbox)
+	w := d.newWatcher(func(channel string) string { return channel }, func(channel, payload string) {
+		if channel != ch {
+			return
+		}
+		if g, ok := parseGrant(payload); ok {
+			onGrant(g)
+		}
+	})
+	if err := w.Add(ctx, ch); err != nil {
+		_ = w.Close()
+		return nil, err
+	}
+	return w, nil
+}
+
+// parseGrant reads "<id>" SEP "<token>" SEP "<name>".
+func parseGrant(p string) (driver.Grant, bool) {
+	id, rest, ok := strings.Cut(p, sep)
+	if !ok {
+		return driver.Grant{}, false
+	}
+	t, name, ok := strings.Cut(rest, sep)
+	if !ok {
+		return driver.Grant{}, false
+	}
+	tok, err := parseToken(t)
+	if err != nil {
+		return driver.Grant{}, false
+	}
+	return driver.Grant{Key: name, ID: id, Token: tok}, true
+}
+
+// InspectQueue implements driver.Queuer with one call of queue_inspect.lua.
+func (d *Driver) InspectQueue(ctx context.Context, key string) (driver.QueueInfo, bool, error) {
+	reply, err := queueInspectScript.run(ctx, d.rdb, []string{d.lockKey(key)}).Slice()
+	if err != nil {
+		return driver.QueueInfo{}, false, err
+	}
+	if len(reply) != 6 {
+		return driver.QueueInfo{}, false, fmt.Errorf("queue inspect script: %d answers", len(reply))
+	}
+	info := driver.QueueInfo{Key: key, Holders: []driver.HolderInfo{}, Waiters: []driver.WaiterInfo{}}
+	if v, ok := reply[0].(string); ok {
+		var li driver.LockInfo
+		if err := parseValue(v, &li); err != nil {
+			return driver.QueueInfo{}, false, err
+		}
+		pttl, _ := reply[1].(int64)
+		id, _, _ := strings.Cut(v, sep)
+		info.Holders = append(info.Holders, driver.HolderInfo{ID: id, Mode: driver.ModeExclusive,
+			Token: li.Token, Owner: li.Owner, TTL: time.Duration(pttl) * time.Millisecond})
+	}
+	now, _ := reply[2].(int64)
+	order, _ := reply[3].([]any)
+	exps := pairs(reply[4])
+	data := pairs(reply[5])
+	left := func(id string) time.Duration {
+		ms, _ := strconv.ParseInt(exps[id], 10, 64)
+		return time.Duration(ms-now) * time.Millisecond
+	}
+	for id, rec := range data {
+		if !strings.HasPrefix(rec, "H") {
+			continue
+		}
+		h, err := parseHolder(id, rec)
+		if err != nil {
+			return driver.QueueInfo{}, false, err
+		}
+		h.TTL = left(id)
+		info.Holders = append(info.Holders, h)
+	}
+	for _, o := range order {
+		id, _ := o.(string)
+		w, err := parseWaiter(id, data[id])
+		if err != nil {
+			return driver.QueueInfo{}, false, err
+		}
+		w.TTL = left(id)
+		info.Waiters = append(info.Waiters, w)
+	}
+	slices.SortFunc(info.Holders, func(a, b driver.HolderInfo) int {
+		return cmp.Or(cmp.Compare(a.Token, b.Token), strings.Compare(a.ID, b.ID))
+	})
+	return info, len(info.Holders)+len(info.Waiters) > 0, nil
+}
+
+// pairs turns a flat [k1 v1 k2 v2 ...] reply into a map.
+func pairs(v any) map[string]string {
+	a, _ := v.([]any)
+	m := make(map[string]string, len(a)/2)
+	for i := 0; i+1 < len(a); i += 2 {
+		k, _ := a[i].(string)
+		val, _ := a[i+1].(string)
+		m[k] = val
+	}
+	return m
+}
+
+// parseHolder reads "H<mode>" SEP "<token>" SEP "<since>" SEP "<owner>".
+func parseHolder(id, rec string) (driver.HolderInfo, error) {
+	mode, rest, ok := strings.Cut(rec[1:], sep)
+	m, err := strconv.Atoi(mode)
+	if !ok || err != nil {
+		return driver.HolderInfo{}, fmt.Errorf("malformed holder record %q", rec)
+	}
+	var li driver.LockInfo
+	if err := parseValue(id+sep+rest, &li); err != nil {
+		return driver.HolderInfo{}, err
+	}
+	return driver.HolderInfo{ID: id, Mode: driver.Mode(m), Token: li.Token, Owner: li.Owner}, nil
+}
+
+// parseWaiter reads "W<mode>" SEP "<limit>" SEP "<inbox>" SEP "<since>" SEP "<owner>".
+func parseWaiter(id, rec string) (driver.WaiterInfo, error) {
+	parts := strings.SplitN(strings.TrimPrefix(rec, "W"), sep, 5)
+	if len(parts) != 5 || !strings.HasPrefix(rec, "W") {
+		return driver.WaiterInfo{}, fmt.Errorf("malformed waiter record %q", rec)
+	}
+	m, err1 := strconv.Atoi(parts[0])
+	limit, err2 := strconv.Atoi(parts[1])
+	if err := errors.Join(err1, err2); err != nil {
+		return driver.WaiterInfo{}, fmt.Errorf("malformed waiter record %q: %w", rec, err)
+	}
+	w := driver.WaiterInfo{ID: id, Mode: driver.Mode(m), Limit: limit}
+	if err := json.Unmarshal([]byte(parts[4]), &w.Owner); err != nil {
+		return driver.WaiterInfo{}, fmt.Errorf("malformed waiter record %q: %w", rec, err)
+	}
+	return w, nil
+}

@@ -1,0 +1,47 @@
+-- Release queued leases, each if still held by its owner, and grant to the
+-- queue heads that then fit.
+-- KEYS[i] lock of lease i; ARGV[2i-1] id, ARGV[2i] what the lease is: 'W'
+-- a waiter place (which releases its grant too, if it was granted
+-- meanwhile), else 'H' .. mode.
+-- Returns a string of one digit per lease: RELEASED, ALREADY_RELEASED or
+-- NOT_HELD. A name left entirely free is published on its release
+-- channel, for plain Lock's waiters.
+local now, t = now_ms()
+local res = {}
+for i = 1, #KEYS do
+  local K = q_keys(KEYS[i])
+  local id, what = ARGV[2 * i - 1], ARGV[2 * i]
+  q_settle(K, now, t)
+  local rec = redis.call('HGET', K.d, id)
+  if rec and (what == 'W' or string.sub(rec, 1, #what) == what) then
+    if string.sub(rec, 1, 1) == 'H' then
+      redis.call('HINCRBY', K.d, '#h', -1)
+    else
+      redis.call('ZREM', K.w, id)
+    end
+    -- Remembered until the lease would have expired, for a retry.
+    local exp = redis.call('ZSCORE', K.e, id)
+    redis.call('HDEL', K.d, id)
+    redis.call('ZREM', K.e, id)
+    redis.call('HSET', K.d, 'r:' .. id, '')
+    redis.call('ZADD', K.e, exp, 'r:' .. id)
+    res[i] = '__RELEASED__'
+  elseif what == 'W' and owned(K.lock, id .. SEP) then
+    -- Granted the exclusive lease while its waiter gave up: pass it on.
+    redis.call('RENAME', K.lock, K.last)
+    res[i] = '__RELEASED__'
+  elseif redis.call('ZSCORE', K.e, 'r:' .. id) or (what == 'W' and owned(K.last, id .. SEP)) then
+    res[i] = '__ALREADY_RELEASED__'
+  else
+    res[i] = '__NOT_HELD__'
+  end
+  if res[i] == '__RELEASED__' then
+    if not q_settle(K, now, t) and redis.call('EXISTS', K.lock) == 0 then
+      redis.call('PUBLISH', K.lock .. CHANNEL_SUFFIX, '')
+    end
+    if redis.call('EXISTS', K.e) == 1 then
+      q_touch(K)
+    end
+  end
+end
+return table.concat(res)

@@ -1,0 +1,24 @@
+-- Extend queued leases (waiter places, shared and permit holders) still
+-- held by their owners.
+-- KEYS[i] lock of lease i; ARGV[3i-2] id, ARGV[3i-1] ttl ms, ARGV[3i]
+-- what the lease is: 'W' a waiter place, else 'H' .. mode.
+-- Returns a string of one digit per lease: EXTENDED, or LOST when the
+-- lease is not there any more (for a waiter: granted, or dropped).
+local now, t = now_ms()
+local held = {}
+for i = 1, #KEYS do
+  local K = q_keys(KEYS[i])
+  local id, what = ARGV[3 * i - 2], ARGV[3 * i]
+  -- Settling first may grant this very waiter, which then answers LOST
+  -- and learns of the grant with its next Enqueue.
+  q_settle(K, now, t)
+  local rec = redis.call('HGET', K.d, id)
+  if rec and string.sub(rec, 1, #what) == what then
+    redis.call('ZADD', K.e, now + tonumber(ARGV[3 * i - 1]), id)
+    q_touch(K)
+    held[i] = '__EXTENDED__'
+  else
+    held[i] = '__LOST__'
+  end
+end
+return table.concat(held)
