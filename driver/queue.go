@@ -131,8 +131,9 @@ type QueueResult struct {
 	// Token of the grant. ModeExclusive: the next fencing token of the
 	// name, from the sequence Driver.Acquire uses. ModeShared: the token of
 	// the latest exclusive grant of the name issued before this one (the
-	// write epoch the reader sees; see Grant). ModePermit: a token unique
-	// to the grant, in no meaningful order across holders.
+	// write epoch the reader sees; see Grant). ModePermit: no meaningful
+	// order across holders, and not necessarily unique (an epoch, like
+	// ModeShared's, on some drivers): tell permits apart by their ID.
 	Token uint64
 	// Queued reports that ID now waits (a KindWaiter lease of TTL).
 	Queued bool
