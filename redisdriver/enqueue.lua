@@ -6,17 +6,38 @@
 -- ms>" refused (retry TTL_UNKNOWN when unknown or not at the head).
 local K = q_keys(KEYS[1])
 local id, ttl, mode, limit = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
-local now, t = now_ms()
-q_settle(K, now, t)
-local exp = now + ttl
+-- One MGET, as in acquire.lua, so that the common cases cost what a plain
+-- acquisition does: a free name without a queue, and a busy one.
+local v, last, queued = unpack(redis.call('MGET', K.lock, K.last, K.q))
 
 -- Already ours: a retry after a lost reply, or a waiter that learns of its
 -- grant. Same token, and the lease extended as by a renewal.
-local v = redis.call('GET', K.lock)
 if owns(v, id .. SEP) then
   redis.call('PEXPIRE', K.lock, ttl)
   return 'G' .. token_of(v, K.lock)
 end
+if not queued then
+  if not v and mode == MODE_EXCL then
+    local tok = next_token(redis.call('TIME'), last, K.last)
+    redis.call('SET', K.lock, id .. SEP .. tok .. ARGV[7], 'PX', ttl)
+    return 'G' .. tok
+  end
+  if v and ARGV[5] ~= '1' then
+    return 'R' .. redis.call('PTTL', K.lock)
+  end
+end
+
+local now, t = now_ms()
+if queued then
+  q_settle(K, now, t)
+  -- Settling may just have granted this very waiter the exclusive lock.
+  v = redis.call('GET', K.lock)
+  if owns(v, id .. SEP) then
+    redis.call('PEXPIRE', K.lock, ttl)
+    return 'G' .. token_of(v, K.lock)
+  end
+end
+local exp = now + ttl
 local rec = redis.call('HGET', K.d, id)
 if rec then
   redis.call('ZADD', K.e, exp, id)
