@@ -60,6 +60,7 @@ type peer struct {
 func allPeers() []peer {
 	return []peer{
 		{name: "dlock", waits: "pub/sub release notification, TTL fallback", newWorker: newDlockWorker, newHolder: newDlockHolder},
+		{name: "dlock-fifo", waits: "FIFO queue in Redis: the release grants the head and notifies only it", newWorker: newDlockFIFOWorker},
 		{name: "raw", waits: "polling", newWorker: newRawWorker},
 		{name: "redislock", waits: "polling (linear backoff)", newWorker: newRedislockWorker},
 		{name: "redsync", waits: "polling", newWorker: newRedsyncWorker},

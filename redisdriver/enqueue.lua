@@ -1,32 +1,33 @@
 -- One queued request: grant it, queue it (ARGV[5] = '1'), or refuse it.
--- KEYS[1] lock (the queue keys derive from it, see queue_lib.lua)
+-- KEYS[1] lock, KEYS[2] its last released lock, KEYS[3] its queue marker
+-- (the other queue keys derive from the lock's, see queue_lib.lua)
 -- ARGV[1] id, ARGV[2] ttl ms, ARGV[3] mode, ARGV[4] limit, ARGV[5] wait,
 -- ARGV[6] inbox, ARGV[7] the rest of a value (SEP "<since>" SEP "<owner>")
 -- Returns a string: "G<token>" granted, "Q<retry ms>" queued, "R<retry
 -- ms>" refused (retry TTL_UNKNOWN when unknown or not at the head).
-local K = q_keys(KEYS[1])
 local id, ttl, mode, limit = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
 -- One MGET, as in acquire.lua, so that the common cases cost what a plain
 -- acquisition does: a free name without a queue, and a busy one.
-local v, last, queued = unpack(redis.call('MGET', K.lock, K.last, K.q))
+local v, last, queued = unpack(redis.call('MGET', KEYS[1], KEYS[2], KEYS[3]))
 
 -- Already ours: a retry after a lost reply, or a waiter that learns of its
 -- grant. Same token, and the lease extended as by a renewal.
 if owns(v, id .. SEP) then
-  redis.call('PEXPIRE', K.lock, ttl)
-  return 'G' .. token_of(v, K.lock)
+  redis.call('PEXPIRE', KEYS[1], ttl)
+  return 'G' .. token_of(v, KEYS[1])
 end
 if not queued then
   if not v and mode == MODE_EXCL then
-    local tok = next_token(redis.call('TIME'), last, K.last)
-    redis.call('SET', K.lock, id .. SEP .. tok .. ARGV[7], 'PX', ttl)
+    local tok = next_token(redis.call('TIME'), last, KEYS[2])
+    redis.call('SET', KEYS[1], id .. SEP .. tok .. ARGV[7], 'PX', ttl)
     return 'G' .. tok
   end
   if v and ARGV[5] ~= '1' then
-    return 'R' .. redis.call('PTTL', K.lock)
+    return 'R' .. redis.call('PTTL', KEYS[1])
   end
 end
 
+local K = q_keys(KEYS[1])
 local now, t = now_ms()
 if queued then
   q_settle(K, now, t)

@@ -35,7 +35,8 @@ func (d *Driver) Enqueue(ctx context.Context, req driver.QueueRequest) (driver.Q
 	if req.Wait {
 		wait = "1"
 	}
-	reply, err := enqueueScript.run(ctx, d.rdb, []string{d.lockKey(req.Key)},
+	lock := d.lockKey(req.Key)
+	reply, err := enqueueScript.run(ctx, d.rdb, []string{lock, lock + lastSuffix, lock + queueSuffix},
 		req.ID, req.TTL.Milliseconds(), modeCode(req.Mode), req.Limit, wait, req.Inbox,
 		d.valueRest(time.Now(), req.Owner)).Text()
 	if err != nil {
