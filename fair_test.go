@@ -355,3 +355,49 @@ func TestFairLockUnsupported(t *testing.T) {
 
 // plainOnly hides every optional interface of a driver.
 type plainOnly struct{ driver.Driver }
+
+// Without grant notifications (the subscription fails), a waiter learns of
+// its grant from its own renewal: within one renewal interval (TTL/3).
+func TestFairLockLostNotification(t *testing.T) {
+	drv := memdriver.New()
+	drv.SetFault(func(_ context.Context, op string) error {
+		if op == memdriver.OpWatchGrants {
+			return errors.New("no pub/sub today")
+		}
+		return nil
+	})
+	holder, err := dlock.New(drv.Connect(), dlock.WithLogger(quietLogger()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close()
+	waiter, err := dlock.New(drv, dlock.WithLogger(quietLogger()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer waiter.Close()
+	ctx := ctxTimeout(t, 10*time.Second)
+	h, err := holder.Lock(ctx, "k", dlock.WithFIFO())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const ttl = 300 * time.Millisecond
+	out := make(chan fairResult, 1)
+	fairWaiter(ctx, waiter, "k", 1, out, dlock.WithTTL(ttl))
+	waitWaiters(t, drv, "k", 1)
+	start := time.Now()
+	if err := h.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := <-out
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if took := time.Since(start); took > ttl/3+100*time.Millisecond {
+		t.Errorf("waiter without notifications got the lock after %v, want within about TTL/3 = %v", took, ttl/3)
+	}
+	if r.lease.Token() <= h.Token() {
+		t.Errorf("token %d not above %d", r.lease.Token(), h.Token())
+	}
+	_ = r.lease.Unlock(ctx)
+}

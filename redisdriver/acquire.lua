@@ -28,12 +28,14 @@ end
 -- taking it would jump the queue. q_settle first grants what expiries
 -- made grantable, which may be the lock itself.
 if queued then
-  local now, t = now_ms()
-  if q_settle(q_keys(KEYS[1]), now, t) or redis.call('EXISTS', KEYS[1]) == 1 then
+  local Q = queue_lib()
+  local K = Q.keys(KEYS[1])
+  local now, t = Q.now_ms()
+  if Q.settle(K, now, t) or redis.call('EXISTS', KEYS[1]) == 1 then
     if ARGV[4] ~= '1' then
       return __TTL_UNKNOWN__
     end
-    return q_retry_after(q_keys(KEYS[1]), now)
+    return Q.retry_after(K, now)
   end
 end
 

@@ -17,7 +17,7 @@ if owns(v, id .. SEP) then
   return 'G' .. token_of(v, KEYS[1])
 end
 if not queued then
-  if not v and mode == MODE_EXCL then
+  if not v and mode == '1' then -- exclusive (queue_lib's MODE_EXCL)
     local tok = next_token(redis.call('TIME'), last, KEYS[2])
     redis.call('SET', KEYS[1], id .. SEP .. tok .. ARGV[7], 'PX', ttl)
     return 'G' .. tok
@@ -27,6 +27,10 @@ if not queued then
   end
 end
 
+local Q = queue_lib()
+local q_keys, now_ms, q_settle, q_fits, q_hold = Q.keys, Q.now_ms, Q.settle, Q.fits, Q.hold
+local q_grant_exclusive, epoch_token, q_touch, q_retry_after = Q.grant_exclusive, Q.epoch_token, Q.touch, Q.retry_after
+local MODE_EXCL = Q.EXCL
 local K = q_keys(KEYS[1])
 local now, t = now_ms()
 if queued then

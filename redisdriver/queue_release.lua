@@ -6,6 +6,10 @@
 -- Returns a string of one digit per lease: RELEASED, ALREADY_RELEASED or
 -- NOT_HELD. A name left entirely free is published on its release
 -- channel, for plain Lock's waiters.
+local Q = queue_lib()
+local q_keys, now_ms, q_settle, q_fits, q_hold = Q.keys, Q.now_ms, Q.settle, Q.fits, Q.hold
+local q_grant_exclusive, epoch_token, q_touch, q_retry_after = Q.grant_exclusive, Q.epoch_token, Q.touch, Q.retry_after
+local MODE_EXCL = Q.EXCL
 local now, t = now_ms()
 local res = {}
 for i = 1, #KEYS do

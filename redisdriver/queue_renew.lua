@@ -4,6 +4,10 @@
 -- what the lease is: 'W' a waiter place, else 'H' .. mode.
 -- Returns a string of one digit per lease: EXTENDED, or LOST when the
 -- lease is not there any more (for a waiter: granted, or dropped).
+local Q = queue_lib()
+local q_keys, now_ms, q_settle, q_fits, q_hold = Q.keys, Q.now_ms, Q.settle, Q.fits, Q.hold
+local q_grant_exclusive, epoch_token, q_touch, q_retry_after = Q.grant_exclusive, Q.epoch_token, Q.touch, Q.retry_after
+local MODE_EXCL = Q.EXCL
 local now, t = now_ms()
 local held = {}
 for i = 1, #KEYS do

@@ -18,8 +18,9 @@ for i = 1, #KEYS / 2 do
     redis.call('RENAME', lock, last)
     if queued then
       -- Fair waiters: hand the lock to the head in this same step.
-      local now, t = now_ms()
-      q_settle(q_keys(lock), now, t)
+      local Q = queue_lib()
+      local now, t = Q.now_ms()
+      Q.settle(Q.keys(lock), now, t)
     end
     if ARGV[1] == '1' then
       redis.call('PUBLISH', lock .. CHANNEL_SUFFIX, '')
