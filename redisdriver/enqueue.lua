@@ -1,32 +1,36 @@
 -- One queued request: grant it, queue it (ARGV[5] = '1'), or refuse it.
 -- KEYS[1] lock, KEYS[2] its last released lock, KEYS[3] its queue marker
 -- (the other queue keys derive from the lock's, see queue_lib.lua)
--- ARGV[1] id, ARGV[2] ttl ms, ARGV[3] mode, ARGV[4] limit, ARGV[5] wait,
--- ARGV[6] inbox, ARGV[7] the rest of a value (SEP "<since>" SEP "<owner>")
--- Returns a string: "G<token>" granted, "Q<retry ms>" queued, "R<retry
--- ms>" refused (retry TTL_UNKNOWN when unknown or not at the head).
-local id, ttl, mode, limit = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
+-- ARGV[1] id prefix ("<id>" SEP), ARGV[2] ttl ms, ARGV[3] mode, ARGV[4]
+-- limit, ARGV[5] wait, ARGV[6] inbox, ARGV[7] the rest of a value (SEP
+-- "<since>" SEP "<owner>")
+-- Returns the token (a string of digits) when granted; "Q<retry ms>" when
+-- queued; the retry ms (an integer) when refused. Retry is TTL_UNKNOWN when
+-- unknown or not at the head. The common cases reply as acquire.lua does,
+-- without building a string.
+local idp = ARGV[1]
 -- One MGET, as in acquire.lua, so that the common cases cost what a plain
 -- acquisition does: a free name without a queue, and a busy one.
 local v, last, queued = unpack(redis.call('MGET', KEYS[1], KEYS[2], KEYS[3]))
 
 -- Already ours: a retry after a lost reply, or a waiter that learns of its
 -- grant. Same token, and the lease extended as by a renewal.
-if owns(v, id .. SEP) then
-  redis.call('PEXPIRE', KEYS[1], ttl)
-  return 'G' .. token_of(v, KEYS[1])
+if owns(v, idp) then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return (token_of(v, KEYS[1]))
 end
 if not queued then
-  if not v and mode == '1' then -- exclusive (queue_lib's MODE_EXCL)
+  if not v and ARGV[3] == '1' then -- exclusive (queue_lib's MODE_EXCL)
     local tok = next_token(redis.call('TIME'), last, KEYS[2])
-    redis.call('SET', KEYS[1], id .. SEP .. tok .. ARGV[7], 'PX', ttl)
-    return 'G' .. tok
+    redis.call('SET', KEYS[1], idp .. tok .. ARGV[7], 'PX', ARGV[2])
+    return tok
   end
   if v and ARGV[5] ~= '1' then
-    return 'R' .. redis.call('PTTL', KEYS[1])
+    return redis.call('PTTL', KEYS[1])
   end
 end
 
+local id, ttl, mode, limit = string.sub(idp, 1, -2), tonumber(ARGV[2]), ARGV[3], ARGV[4]
 local Q = queue_lib()
 local q_keys, now_ms, q_settle, q_fits, q_hold = Q.keys, Q.now_ms, Q.settle, Q.fits, Q.hold
 local q_grant_exclusive, epoch_token, q_touch, q_retry_after = Q.grant_exclusive, Q.epoch_token, Q.touch, Q.retry_after
@@ -37,9 +41,9 @@ if queued then
   q_settle(K, now, t)
   -- Settling may just have granted this very waiter the exclusive lock.
   v = redis.call('GET', K.lock)
-  if owns(v, id .. SEP) then
+  if owns(v, idp) then
     redis.call('PEXPIRE', K.lock, ttl)
-    return 'G' .. token_of(v, K.lock)
+    return (token_of(v, K.lock))
   end
 end
 local exp = now + ttl
@@ -50,7 +54,7 @@ if rec then
   if string.sub(rec, 1, 1) == 'H' then
     local a = string.find(rec, SEP, 1, true)
     local b = string.find(rec, SEP, a + 1, true)
-    return 'G' .. string.sub(rec, a + 1, b - 1)
+    return string.sub(rec, a + 1, b - 1)
   end
   if redis.call('ZRANK', K.w, id) == 0 then
     return 'Q' .. q_retry_after(K, now)
@@ -60,15 +64,15 @@ end
 
 if redis.call('ZCARD', K.w) == 0 and q_fits(K, mode, limit) then
   if mode == MODE_EXCL then
-    return 'G' .. q_grant_exclusive(K, id, ARGV[7], exp, t)
+    return q_grant_exclusive(K, id, ARGV[7], exp, t)
   end
   local tok = epoch_token(K.last, t)
   q_hold(K, id, mode, tok, ARGV[7], exp)
   q_touch(K)
-  return 'G' .. tok
+  return tok
 end
 if ARGV[5] ~= '1' then
-  return 'R' .. q_retry_after(K, now)
+  return q_retry_after(K, now)
 end
 local seq = redis.call('HINCRBY', K.d, '#s', 1)
 redis.call('ZADD', K.w, seq, id)

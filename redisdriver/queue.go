@@ -37,29 +37,29 @@ func (d *Driver) Enqueue(ctx context.Context, req driver.QueueRequest) (driver.Q
 	}
 	lock := d.lockKey(req.Key)
 	reply, err := enqueueScript.run(ctx, d.rdb, []string{lock, lock + lastSuffix, lock + queueSuffix},
-		req.ID, req.TTL.Milliseconds(), modeCode(req.Mode), req.Limit, wait, req.Inbox,
-		d.valueRest(time.Now(), req.Owner)).Text()
+		idPrefix(req.ID), req.TTL.Milliseconds(), modeCode(req.Mode), req.Limit, wait, req.Inbox,
+		d.valueRest(time.Now(), req.Owner)).Result()
 	if err != nil {
 		return driver.QueueResult{}, err
 	}
-	if len(reply) < 2 {
-		return driver.QueueResult{}, fmt.Errorf("enqueue script: unexpected reply %q", reply)
-	}
-	switch reply[0] {
-	case 'G':
-		tok, err := parseToken(reply[1:])
+	switch r := reply.(type) {
+	case int64: // refused: the retry time
+		return driver.QueueResult{RetryAfter: retryAfter(r)}, nil
+	case string:
+		if ms, ok := strings.CutPrefix(r, "Q"); ok {
+			n, err := strconv.ParseInt(ms, 10, 64)
+			if err != nil {
+				return driver.QueueResult{}, fmt.Errorf("enqueue script: unexpected reply %q", r)
+			}
+			return driver.QueueResult{Queued: true, RetryAfter: retryAfter(n)}, nil
+		}
+		tok, err := parseToken(r)
 		if err != nil {
 			return driver.QueueResult{}, fmt.Errorf("enqueue script: %w", err)
 		}
 		return driver.QueueResult{Granted: true, Token: tok}, nil
-	case 'Q', 'R':
-		ms, err := strconv.ParseInt(reply[1:], 10, 64)
-		if err != nil {
-			return driver.QueueResult{}, fmt.Errorf("enqueue script: unexpected reply %q", reply)
-		}
-		return driver.QueueResult{Queued: reply[0] == 'Q', RetryAfter: retryAfter(ms)}, nil
 	}
-	return driver.QueueResult{}, fmt.Errorf("enqueue script: unexpected reply %q", reply)
+	return driver.QueueResult{}, fmt.Errorf("enqueue script: unexpected reply %#v", reply)
 }
 
 func checkQueueRequest(req driver.QueueRequest) error {
