@@ -110,9 +110,13 @@ func (e *Engine) AcquireQueued(ctx context.Context, req driver.QueueRequest, ren
 	kind := req.Mode.HolderKind()
 	place := driver.ReleaseRequest{Kind: driver.KindWaiter, Key: req.Key, ID: req.ID}
 
-	var w *Hold // the waiter's place while it has one
-	poke := time.NewTimer(time.Hour)
-	defer poke.Stop()
+	var w *Hold          // the waiter's place while it has one
+	var poke *time.Timer // made on first use: most acquisitions are granted at once
+	defer func() {
+		if poke != nil {
+			poke.Stop()
+		}
+	}()
 	defer func() {
 		if w != nil {
 			e.renewer.remove(w)
@@ -163,7 +167,11 @@ func (e *Engine) AcquireQueued(ctx context.Context, req driver.QueueRequest, ren
 		// without expiry hooks grants only when a request touches the name.
 		var pokeC <-chan time.Time
 		if res.RetryAfter >= 0 {
-			poke.Reset(e.waitFor(res.RetryAfter, req.TTL))
+			if poke == nil {
+				poke = time.NewTimer(e.waitFor(res.RetryAfter, req.TTL))
+			} else {
+				poke.Reset(e.waitFor(res.RetryAfter, req.TTL))
+			}
 			pokeC = poke.C
 		}
 		select {
@@ -174,7 +182,7 @@ func (e *Engine) AcquireQueued(ctx context.Context, req driver.QueueRequest, ren
 			// or renewal it saw answered: so the place's deadline is a safe
 			// deadline for the lease. A renewal in flight only makes the
 			// store's expiry later. With no time left, ask the store.
-			if w.Err() == nil && time.Until(w.Deadline()) > req.TTL/10 {
+			if w.Err() == nil && w.Deadline().Sub(e.now()) > req.TTL/10 {
 				placeSent := w.Deadline().Add(-e.validity(req.TTL))
 				e.renewer.remove(w)
 				w.end(errWaitOver)
