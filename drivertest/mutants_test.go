@@ -24,7 +24,7 @@ type mutant struct {
 	counterLost bool
 }
 
-var mutants = []mutant{
+var mutants = append([]mutant{
 	{name: "no exclusion", subtests: []string{"Basics/Exclusion", "Basics/ExclusionContended"}, make: func(m *mutated) {
 		m.acquire = func(ctx context.Context, req driver.AcquireRequest) (driver.AcquireResult, error) {
 			res, err := m.Driver.Acquire(ctx, req)
@@ -202,7 +202,7 @@ var mutants = []mutant{
 		keyChecker: true, badKeys: []string{"has space"}, make: func(*mutated) {}},
 	{name: "BadKeys without KeyChecker", subtests: []string{"Basics/KeyChecker"},
 		badKeys: []string{"anything"}, make: func(*mutated) {}},
-}
+}, queueMutants...)
 
 func mapRelease(m *mutated, f func(driver.ReleaseResult) driver.ReleaseResult) func(context.Context, []driver.ReleaseRequest) ([]driver.ReleaseResult, error) {
 	return func(ctx context.Context, reqs []driver.ReleaseRequest) ([]driver.ReleaseResult, error) {
