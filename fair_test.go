@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -402,4 +403,50 @@ func TestFairLockLostNotification(t *testing.T) {
 		t.Errorf("token %d not above %d", r.lease.Token(), h.Token())
 	}
 	_ = r.lease.Unlock(ctx)
+}
+
+// An enqueue whose reply is lost leaves nothing behind: neither a waiter's
+// place nor a grant blocks the key once Lock has returned the error.
+func TestFairLockLostReplyCleanup(t *testing.T) {
+	drv := memdriver.New()
+	var fail atomic.Bool
+	drv.SetFaultAfter(func(_ context.Context, op string) error {
+		if op == memdriver.OpEnqueue && fail.CompareAndSwap(true, false) {
+			return errors.New("reply lost")
+		}
+		return nil
+	})
+	other, err := dlock.New(drv.Connect(), dlock.WithLogger(quietLogger()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	c, err := dlock.New(drv, dlock.WithLogger(quietLogger()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := ctxTimeout(t, 10*time.Second)
+
+	// The name is free: the lost reply was a grant.
+	fail.Store(true)
+	if _, err := c.Lock(ctx, "free", dlock.WithFIFO()); !errors.Is(err, dlock.ErrBackend) {
+		t.Fatalf("Lock with its reply lost: %v, want ErrBackend", err)
+	}
+	l, err := other.Lock(ctx, "free", dlock.WithFIFO())
+	if err != nil {
+		t.Fatalf("the lost grant still blocks the key: %v", err)
+	}
+	// The name is held: the lost reply was a place in the queue.
+	fail.Store(true)
+	if _, err := c.Lock(ctx, "free", dlock.WithFIFO()); !errors.Is(err, dlock.ErrBackend) {
+		t.Fatalf("Lock with its reply lost: %v, want ErrBackend", err)
+	}
+	waitWaiters(t, drv, "free", 0)
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if info, ok, err := drv.InspectQueue(ctx, "free"); err != nil || ok {
+		t.Fatalf("left in the store: %+v %v", info, err)
+	}
 }
