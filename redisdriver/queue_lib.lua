@@ -41,7 +41,7 @@ local function queue_lib()
   -- epoch_token is a shared or permit holder's token: at least every
   -- exclusive token issued for the name before (the last released one is on
   -- record; any older or expired one is below TIME minus a millisecond, see
-  -- acquire.lua) and below every one issued later (those are above the
+  -- next_token in lib.lua) and below every one issued later (those are above the
   -- record and at least TIME).
   local function epoch_token(lastkey, t)
     local tok = tonumber(t[1]) * 1000000 + tonumber(t[2]) - 1
