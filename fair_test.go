@@ -104,6 +104,14 @@ func TestFairLockFIFOOrder(t *testing.T) {
 	if info, ok, err := q.InspectQueue(ctx, key); err != nil || ok {
 		t.Fatalf("queue left behind: %+v %v", info, err)
 	}
+	// Only the plain lock's own record of the last release is left.
+	keys, err := srv.Client(t).Keys(ctx, redisdriver.DefaultPrefix+"{"+key+"}*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(keys) != 1 || keys[0] != lockKey(key)+":last" {
+		t.Fatalf("keys left: %v", keys)
+	}
 }
 
 // A waiter at the head whose process is cut off (it stops renewing) is
