@@ -86,6 +86,9 @@ func (c *Client) TryLock(ctx context.Context, key string, opts ...LockOption) (*
 	if l, ok, err := c.reenter(ctx, head, key, lc); ok {
 		return l, err
 	}
+	if lc.fifo == fifoOn {
+		return c.tryLockFIFO(ctx, req, lc, head)
+	}
 	h, err := c.e.TryAcquire(ctx, req, lc.watchdog)
 	if err != nil {
 		return nil, err

@@ -336,13 +336,27 @@ func TestFairLockWithPlainLock(t *testing.T) {
 		t.Fatal(err)
 	}
 	r2 := <-out
-	if r2.err != nil || r2.lease.Token() <= r.lease.Token() {
-		t.Fatalf("second fair waiter: %v, token %d after %d", r2.err, r2.lease.Token(), r.lease.Token())
+	if r2.err != nil {
+		t.Fatalf("second fair waiter: %v", r2.err)
+	}
+	if r2.lease.Token() <= r.lease.Token() {
+		t.Fatalf("second fair waiter: token %d after %d", r2.lease.Token(), r.lease.Token())
 	}
 	if _, err := c.TryLock(ctx, "k"); !errors.Is(err, dlock.ErrNotAcquired) {
 		t.Fatalf("plain TryLock while a fair holder holds: %v", err)
 	}
+	if _, err := c.TryLock(ctx, "k", dlock.WithFIFO()); !errors.Is(err, dlock.ErrNotAcquired) {
+		t.Fatalf("fair TryLock while a fair holder holds: %v", err)
+	}
 	_ = r2.lease.Unlock(ctx)
+	l, err := c.TryLock(ctx, "k", dlock.WithFIFO())
+	if err != nil {
+		t.Fatalf("fair TryLock of a free key: %v", err)
+	}
+	if l.Token() <= r2.lease.Token() {
+		t.Fatalf("fair TryLock: token %d after %d", l.Token(), r2.lease.Token())
+	}
+	_ = l.Unlock(ctx)
 }
 
 func waitWaitersMem(t *testing.T, d *memdriver.Driver, key string, n int) {
@@ -359,6 +373,9 @@ func TestFairLockUnsupported(t *testing.T) {
 	defer c.Close()
 	if _, err := c.Lock(context.Background(), "k", dlock.WithFIFO()); !errors.Is(err, dlock.ErrUnsupported) {
 		t.Fatalf("WithFIFO on a driver without queues: %v, want ErrUnsupported", err)
+	}
+	if _, err := c.TryLock(context.Background(), "k", dlock.WithFIFO()); !errors.Is(err, dlock.ErrUnsupported) {
+		t.Fatalf("TryLock WithFIFO on a driver without queues: %v, want ErrUnsupported", err)
 	}
 }
 
