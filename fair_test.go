@@ -475,3 +475,50 @@ func TestFairLockLostReplyCleanup(t *testing.T) {
 		t.Fatalf("left in the store: %+v %v", info, err)
 	}
 }
+
+// A live waiter keeps its place however long it waits: ten of its TTLs
+// behind a holder, it is still first, and gets the lock before a waiter
+// that came after it.
+func TestFairLockLongWaitKeepsPlace(t *testing.T) {
+	srv := redistest.Start(t)
+	q := queueInspector(t, srv.Client(t))
+	holder := newLocker(t, srv.Addr())
+	a := newLocker(t, srv.Addr())
+	b := newLocker(t, srv.Addr())
+	ctx := ctxTimeout(t, 30*time.Second)
+	const key = "long-wait"
+	const ttl = 150 * time.Millisecond
+	h, err := holder.Lock(ctx, key, dlock.WithFIFO())
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make(chan fairResult, 2)
+	fairWaiter(ctx, a, key, 1, out, dlock.WithTTL(ttl))
+	waitWaiters(t, q, key, 1)
+	fairWaiter(ctx, b, key, 2, out, dlock.WithTTL(ttl))
+	waitWaiters(t, q, key, 2)
+	first, _, err := q.InspectQueue(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(10 * ttl) // the places are renewed every TTL/3 meanwhile
+	later, _, err := q.InspectQueue(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(later.Waiters) != 2 || later.Waiters[0].ID != first.Waiters[0].ID || later.Waiters[1].ID != first.Waiters[1].ID {
+		t.Fatalf("after 10 TTLs the queue is %+v, was %+v", later.Waiters, first.Waiters)
+	}
+	if err := h.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []int{1, 2} {
+		r := <-out
+		if r.err != nil || r.who != want {
+			t.Fatalf("grant went to waiter %d (%v), want %d", r.who, r.err, want)
+		}
+		if err := r.lease.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
