@@ -32,7 +32,8 @@ type LockInfo = driver.LockInfo
 // in batches and its waiters share one notification stream).
 //
 // Leases of one Client exclude each other like leases of different clients:
-// every acquisition has its own random owner id.
+// every acquisition has its own random owner id. The exception is a Lock
+// whose ctx descends from a lease's Context: a nested hold (see Lease).
 type Client struct {
 	drv  driver.Driver
 	caps driver.Capabilities
@@ -74,17 +75,28 @@ func New(drv driver.Driver, opts ...Option) (*Client, error) {
 }
 
 // TryLock makes one attempt to acquire key. It returns ErrNotAcquired when
-// another owner holds the lock.
+// another owner holds the lock. Under the Context of a live lease of this
+// Client on key it is a nested hold instead (see Lease).
 func (c *Client) TryLock(ctx context.Context, key string, opts ...LockOption) (*Lease, error) {
 	req, lc, err := c.prepare(ctx, key, opts)
 	if err != nil {
 		return nil, err
 	}
+	if err := c.refuseNested(ctx, key, modeExclusive); err != nil {
+		return nil, err
+	}
+	head := marks(ctx)
+	if l, ok, err := c.reenter(ctx, head, key, lc); ok {
+		return l, err
+	}
+	if lc.fifo == fifoOn {
+		return c.tryLockFIFO(ctx, req, lc, head)
+	}
 	h, err := c.e.TryAcquire(ctx, req, lc.watchdog)
 	if err != nil {
 		return nil, err
 	}
-	return &Lease{h: h, c: c, owner: req.Owner}, nil
+	return c.newLease(h, req.Owner, head, lc), nil
 }
 
 // Lock acquires key, waiting as long as ctx allows. While it waits it is
@@ -93,19 +105,40 @@ func (c *Client) TryLock(ctx context.Context, key string, opts ...LockOption) (*
 // errors.Is(err, ctx.Err()) — whatever timeouts the store client was built
 // with; a store failure returns an error matching ErrBackend as soon as the
 // driver reports it.
+//
+// Under the Context of a live lease of this Client on key (ctx descends
+// from it), Lock is a nested hold of that lease: no round trip, the same
+// token, ended with the outer lease; with WithoutReentry it fails with
+// ErrReentry instead. Leases of other Clients never nest: they exclude
+// each other like separate processes.
 func (c *Client) Lock(ctx context.Context, key string, opts ...LockOption) (*Lease, error) {
 	req, lc, err := c.prepare(ctx, key, opts)
 	if err != nil {
 		return nil, err
 	}
+	if err := c.refuseNested(ctx, key, modeExclusive); err != nil {
+		return nil, err
+	}
+	head := marks(ctx)
+	if l, ok, err := c.reenter(ctx, head, key, lc); ok {
+		return l, err
+	}
 	if lc.fifo == fifoOn {
-		return c.lockFIFO(ctx, req, lc)
+		return c.lockFIFO(ctx, req, lc, head)
 	}
 	h, err := c.e.Acquire(ctx, req, lc.watchdog)
 	if err != nil {
 		return nil, err
 	}
-	return &Lease{h: h, c: c, owner: req.Owner}, nil
+	return c.newLease(h, req.Owner, head, lc), nil
+}
+
+// newLease wraps a new acquisition; head is the innermost mark of the
+// ctx it was taken with.
+func (c *Client) newLease(h *engine.Hold, owner Owner, head *mark, lc lockConfig) *Lease {
+	l := &Lease{h: h, c: c, owner: owner}
+	l.m = mark{c: c, parent: head, lease: l, noReentry: lc.noReentry}
+	return l
 }
 
 func (c *Client) prepare(ctx context.Context, key string, opts []LockOption) (driver.AcquireRequest, lockConfig, error) {
@@ -115,12 +148,6 @@ func (c *Client) prepare(ctx context.Context, key string, opts []LockOption) (dr
 	}
 	if err := c.CheckKey(key); err != nil {
 		return driver.AcquireRequest{}, lc, err
-	}
-	if held, ok := c.nested(ctx, key); ok {
-		// Under a lease of this name's read-write lock: waiting would wait
-		// for that lease (queued.go).
-		return driver.AcquireRequest{}, lc, fmt.Errorf("dlock: %q requested under its own %s (token %d): %w",
-			key, held.kindName(), held.Token(), ErrUpgrade)
 	}
 	for _, o := range opts {
 		if o == nil {

@@ -15,6 +15,9 @@ import (
 // drops out within one TTL, a live one is never passed over. Lock returns
 // an error matching ErrUnsupported on a driver without queued leases.
 //
+// TryLock accepts it too: one attempt through the queue, refused while
+// anyone waits (a plain TryLock is refused then as well).
+//
 // Fair and plain acquisitions of a key exclude each other, share one
 // fencing-token sequence, and a plain TryLock or Lock never takes a key
 // ahead of its queued waiters. A handed-off lease's validity deadline is
@@ -37,7 +40,7 @@ const (
 )
 
 // lockFIFO is Lock through the store's queue.
-func (c *Client) lockFIFO(ctx context.Context, req driver.AcquireRequest, lc lockConfig) (*Lease, error) {
+func (c *Client) lockFIFO(ctx context.Context, req driver.AcquireRequest, lc lockConfig, head *mark) (*Lease, error) {
 	if !c.e.SupportsQueue() {
 		return nil, fmt.Errorf("%w: FIFO lock of %q: the driver has no queued leases", ErrUnsupported, req.Key)
 	}
@@ -47,5 +50,20 @@ func (c *Client) lockFIFO(ctx context.Context, req driver.AcquireRequest, lc loc
 	if err != nil {
 		return nil, err
 	}
-	return &Lease{h: h, c: c, owner: req.Owner}, nil
+	return c.newLease(h, req.Owner, head, lc), nil
+}
+
+// tryLockFIFO is TryLock through the store's queue: granted iff nobody
+// waits and the key is free.
+func (c *Client) tryLockFIFO(ctx context.Context, req driver.AcquireRequest, lc lockConfig, head *mark) (*Lease, error) {
+	if !c.e.SupportsQueue() {
+		return nil, fmt.Errorf("%w: FIFO lock of %q: the driver has no queued leases", ErrUnsupported, req.Key)
+	}
+	h, err := c.e.TryAcquireQueued(ctx, driver.QueueRequest{
+		Key: req.Key, TTL: req.TTL, Owner: req.Owner, Mode: driver.ModeExclusive,
+	}, lc.watchdog)
+	if err != nil {
+		return nil, err
+	}
+	return c.newLease(h, req.Owner, head, lc), nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -102,6 +103,14 @@ func TestFairLockFIFOOrder(t *testing.T) {
 	}
 	if info, ok, err := q.InspectQueue(ctx, key); err != nil || ok {
 		t.Fatalf("queue left behind: %+v %v", info, err)
+	}
+	// Only the plain lock's own record of the last release is left.
+	keys, err := srv.Client(t).Keys(ctx, redisdriver.DefaultPrefix+"{"+key+"}*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(keys) != 1 || keys[0] != lockKey(key)+":last" {
+		t.Fatalf("keys left: %v", keys)
 	}
 }
 
@@ -327,13 +336,27 @@ func TestFairLockWithPlainLock(t *testing.T) {
 		t.Fatal(err)
 	}
 	r2 := <-out
-	if r2.err != nil || r2.lease.Token() <= r.lease.Token() {
-		t.Fatalf("second fair waiter: %v, token %d after %d", r2.err, r2.lease.Token(), r.lease.Token())
+	if r2.err != nil {
+		t.Fatalf("second fair waiter: %v", r2.err)
+	}
+	if r2.lease.Token() <= r.lease.Token() {
+		t.Fatalf("second fair waiter: token %d after %d", r2.lease.Token(), r.lease.Token())
 	}
 	if _, err := c.TryLock(ctx, "k"); !errors.Is(err, dlock.ErrNotAcquired) {
 		t.Fatalf("plain TryLock while a fair holder holds: %v", err)
 	}
+	if _, err := c.TryLock(ctx, "k", dlock.WithFIFO()); !errors.Is(err, dlock.ErrNotAcquired) {
+		t.Fatalf("fair TryLock while a fair holder holds: %v", err)
+	}
 	_ = r2.lease.Unlock(ctx)
+	l, err := c.TryLock(ctx, "k", dlock.WithFIFO())
+	if err != nil {
+		t.Fatalf("fair TryLock of a free key: %v", err)
+	}
+	if l.Token() <= r2.lease.Token() {
+		t.Fatalf("fair TryLock: token %d after %d", l.Token(), r2.lease.Token())
+	}
+	_ = l.Unlock(ctx)
 }
 
 func waitWaitersMem(t *testing.T, d *memdriver.Driver, key string, n int) {
@@ -350,6 +373,9 @@ func TestFairLockUnsupported(t *testing.T) {
 	defer c.Close()
 	if _, err := c.Lock(context.Background(), "k", dlock.WithFIFO()); !errors.Is(err, dlock.ErrUnsupported) {
 		t.Fatalf("WithFIFO on a driver without queues: %v, want ErrUnsupported", err)
+	}
+	if _, err := c.TryLock(context.Background(), "k", dlock.WithFIFO()); !errors.Is(err, dlock.ErrUnsupported) {
+		t.Fatalf("TryLock WithFIFO on a driver without queues: %v, want ErrUnsupported", err)
 	}
 }
 
@@ -381,7 +407,9 @@ func TestFairLockLostNotification(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const ttl = 300 * time.Millisecond
+	// The holder's TTL (the default 30 s) keeps the head's poke out of the
+	// way; the waiter's renewal comes every TTL/3 = 1 s.
+	const ttl = 3 * time.Second
 	out := make(chan fairResult, 1)
 	fairWaiter(ctx, waiter, "k", 1, out, dlock.WithTTL(ttl))
 	waitWaiters(t, drv, "k", 1)
@@ -393,11 +421,104 @@ func TestFairLockLostNotification(t *testing.T) {
 	if r.err != nil {
 		t.Fatal(r.err)
 	}
-	if took := time.Since(start); took > ttl/3+100*time.Millisecond {
+	if took := time.Since(start); took > ttl/3+500*time.Millisecond {
 		t.Errorf("waiter without notifications got the lock after %v, want within about TTL/3 = %v", took, ttl/3)
 	}
 	if r.lease.Token() <= h.Token() {
 		t.Errorf("token %d not above %d", r.lease.Token(), h.Token())
 	}
 	_ = r.lease.Unlock(ctx)
+}
+
+// An enqueue whose reply is lost leaves nothing behind: neither a waiter's
+// place nor a grant blocks the key once Lock has returned the error.
+func TestFairLockLostReplyCleanup(t *testing.T) {
+	drv := memdriver.New()
+	var fail atomic.Bool
+	drv.SetFaultAfter(func(_ context.Context, op string) error {
+		if op == memdriver.OpEnqueue && fail.CompareAndSwap(true, false) {
+			return errors.New("reply lost")
+		}
+		return nil
+	})
+	other, err := dlock.New(drv.Connect(), dlock.WithLogger(quietLogger()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	c, err := dlock.New(drv, dlock.WithLogger(quietLogger()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := ctxTimeout(t, 10*time.Second)
+
+	// The name is free: the lost reply was a grant.
+	fail.Store(true)
+	if _, err := c.Lock(ctx, "free", dlock.WithFIFO()); !errors.Is(err, dlock.ErrBackend) {
+		t.Fatalf("Lock with its reply lost: %v, want ErrBackend", err)
+	}
+	l, err := other.Lock(ctx, "free", dlock.WithFIFO())
+	if err != nil {
+		t.Fatalf("the lost grant still blocks the key: %v", err)
+	}
+	// The name is held: the lost reply was a place in the queue.
+	fail.Store(true)
+	if _, err := c.Lock(ctx, "free", dlock.WithFIFO()); !errors.Is(err, dlock.ErrBackend) {
+		t.Fatalf("Lock with its reply lost: %v, want ErrBackend", err)
+	}
+	waitWaiters(t, drv, "free", 0)
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if info, ok, err := drv.InspectQueue(ctx, "free"); err != nil || ok {
+		t.Fatalf("left in the store: %+v %v", info, err)
+	}
+}
+
+// A live waiter keeps its place however long it waits: ten of its TTLs
+// behind a holder, it is still first, and gets the lock before a waiter
+// that came after it.
+func TestFairLockLongWaitKeepsPlace(t *testing.T) {
+	srv := redistest.Start(t)
+	q := queueInspector(t, srv.Client(t))
+	holder := newLocker(t, srv.Addr())
+	a := newLocker(t, srv.Addr())
+	b := newLocker(t, srv.Addr())
+	ctx := ctxTimeout(t, 30*time.Second)
+	const key = "long-wait"
+	const ttl = 150 * time.Millisecond
+	h, err := holder.Lock(ctx, key, dlock.WithFIFO())
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make(chan fairResult, 2)
+	fairWaiter(ctx, a, key, 1, out, dlock.WithTTL(ttl))
+	waitWaiters(t, q, key, 1)
+	fairWaiter(ctx, b, key, 2, out, dlock.WithTTL(ttl))
+	waitWaiters(t, q, key, 2)
+	first, _, err := q.InspectQueue(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(10 * ttl) // the places are renewed every TTL/3 meanwhile
+	later, _, err := q.InspectQueue(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(later.Waiters) != 2 || later.Waiters[0].ID != first.Waiters[0].ID || later.Waiters[1].ID != first.Waiters[1].ID {
+		t.Fatalf("after 10 TTLs the queue is %+v, was %+v", later.Waiters, first.Waiters)
+	}
+	if err := h.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []int{1, 2} {
+		r := <-out
+		if r.err != nil || r.who != want {
+			t.Fatalf("grant went to waiter %d (%v), want %d", r.who, r.err, want)
+		}
+		if err := r.lease.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
 }

@@ -24,11 +24,18 @@ import (
 // Context().Err()) right before acting on the protected resource, and pass
 // Token to it.
 //
+// A Lock or TryLock whose ctx descends from a live Lease's Context, on the
+// same Client and key, returns a nested Lease (see reentrant.go and
+// docs/reentrancy.md): same key and token, no round trip, ended with the
+// outer lease; unlocking it leaves the lock held.
+//
 // A Lease is safe for concurrent use.
 type Lease struct {
 	h     *engine.Hold
 	c     *Client
 	owner Owner
+	m     mark    // carried by Context, for re-entry under it
+	nest  *nested // set on a nested hold
 }
 
 // Key returns the lock's name.
@@ -64,17 +71,50 @@ func (l *Lease) Owner() Owner { return l.owner }
 func (l *Lease) Deadline() time.Time { return l.h.Deadline() }
 
 // Done returns a channel closed when the lease ends.
-func (l *Lease) Done() <-chan struct{} { return l.h.Done() }
+func (l *Lease) Done() <-chan struct{} {
+	if l.nest != nil {
+		return l.nest.ctx.Done()
+	}
+	return l.h.Done()
+}
 
 // Context returns a context that ends with the lease; its cause
 // (context.Cause) is the same error as Err. It carries the values of the
 // context passed to Lock, but not its cancellation.
-func (l *Lease) Context() context.Context { return l.h.Context() }
+//
+// A Lock of the same key on the same Client under it is a nested hold. A
+// nested Lease's Context is a child of the outer lease's Context.
+func (l *Lease) Context() context.Context {
+	if l.nest != nil {
+		return nestedContext{l.nest}
+	}
+	return leaseContext{l}
+}
 
 // Err returns nil while the lease is held, ErrLockLost once the lock was
 // lost (the store said it is not ours, or the validity deadline passed),
-// ErrReleased after Unlock, and ErrClosed when its client was closed.
-func (l *Lease) Err() error { return l.h.Err() }
+// ErrReleased after Unlock, and ErrClosed when its client was closed. A
+// nested Lease reports the outer lease's end, or ErrReleased after its own
+// Unlock.
+func (l *Lease) Err() error {
+	if l.nest != nil {
+		return l.nest.err()
+	}
+	return l.h.Err()
+}
+
+// Holds returns how many holds are open on this acquisition: 1 for the
+// lease itself plus its nested holds not yet unlocked; 0 once it ended. A
+// nested Lease reports its outer lease's count.
+func (l *Lease) Holds() int {
+	if l.nest != nil {
+		return l.nest.outer.holds()
+	}
+	return l.m.holds()
+}
+
+// Nested reports whether the Lease is a nested hold of another lease.
+func (l *Lease) Nested() bool { return l.nest != nil }
 
 // Unlock releases the lock if it is still ours, and ends the lease either
 // way: renewal stops at once. It returns nil when the lock was released
@@ -91,4 +131,15 @@ func (l *Lease) Err() error { return l.h.Err() }
 // A nil ctx is an error (matching ErrInvalidArgument) unless an earlier
 // call already gave the answer; the lease still ends and its release is
 // made in the background, so the bad call leaks nothing.
-func (l *Lease) Unlock(ctx context.Context) error { return l.c.e.Release(ctx, l.h) }
+//
+// Unlocking the outer lease releases the lock and ends its nested holds.
+// Unlocking a nested Lease only ends that hold, never the lock; it
+// returns nil (also when the outer lease was released first), ErrNotHeld
+// if the outer lease was lost before, ErrClosed after Client.Close, and
+// the same answer again on every later call.
+func (l *Lease) Unlock(ctx context.Context) error {
+	if l.nest != nil {
+		return l.nest.unlock(ctx)
+	}
+	return l.c.e.Release(ctx, l.h)
+}

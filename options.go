@@ -91,10 +91,11 @@ func WithRenewRetryDelay(d time.Duration) Option {
 type LockOption func(*lockConfig) error
 
 type lockConfig struct {
-	ttl      time.Duration
-	watchdog bool
-	meta     *string
-	fifo     fifoMode // fair.go
+	ttl       time.Duration
+	watchdog  bool
+	meta      *string
+	noReentry bool     // WithoutReentry (reentrant.go)
+	fifo      fifoMode // WithFIFO (fair.go)
 }
 
 // WithTTL sets the lock's TTL for this call. With the watchdog on (the

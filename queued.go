@@ -2,7 +2,7 @@ package dlock
 
 import (
 	"context"
-	"sync/atomic"
+	"fmt"
 
 	"github.com/dlockio/dlock/driver"
 )
@@ -15,7 +15,7 @@ import (
 type mode uint8
 
 const (
-	modeExclusive mode = iota + 1 // a write lease of a read-write lock
+	modeExclusive mode = iota + 1 // a write lease of a read-write lock, or the plain lock
 	modeShared                    // a read lease
 	modePermit                    // one of limit permits
 )
@@ -40,63 +40,61 @@ type queued struct {
 	wait  bool // wait for a turn; else one attempt
 }
 
-// leaseMark is stored in the context of every lease of a read-write lock,
-// so that a request made under it can be recognised as nested and refused
-// (see RWMutex.Lock). It points at the lease once granted; a mark whose
-// lease is gone — or not yet granted — refuses nothing.
-type leaseMark struct {
-	lease atomic.Pointer[Lease]
+// Requests under a lease's Context (reentrant.go): a request of a name
+// under a live lease of the same Client on that name would wait for that
+// lease, whatever it asks for, except a permit under a permit. So:
+//
+//	under \ asked for    lock, write lease     read lease    permit
+//	write lease or lock   nested                nested        ErrReentry
+//	read lease            ErrUpgrade            nested        ErrReentry
+//	permit                ErrReentry            ErrReentry    a new permit
+//
+// A nested hold is a re-entry like any other: no round trip, the same
+// token, ended with the outer lease.
+
+// refuseNested returns the error of the table above for a request of key
+// in mode m under ctx, or nil when it may nest or proceed.
+func (c *Client) refuseNested(ctx context.Context, key string, m mode) error {
+	enc, h := c.enclosing(marks(ctx), key)
+	if enc == nil {
+		return nil
+	}
+	switch {
+	case h.Kind() == driver.KindPermit && m == modePermit:
+		return nil
+	case h.Kind() == driver.KindPermit, m == modePermit:
+		return fmt.Errorf("%w: a %s of %q under a %s of that name", ErrReentry, m, key, kindName(h.Kind()))
+	case h.Kind() == driver.KindRead && m != modeShared:
+		return fmt.Errorf("dlock: %q requested under its own read lease (token %d): %w", key, h.Token(), ErrUpgrade)
+	}
+	return nil
 }
 
-// markKey identifies a read-write lock's mark: per Client and name, since
-// a lease of another store's lock of the same name is no conflict.
-type markKey struct {
-	c    *Client
-	name string
-}
-
-// nested reports whether ctx derives from a lease of the read-write lock
-// name that is still held.
-func (c *Client) nested(ctx context.Context, name string) (*Lease, bool) {
-	m, ok := ctx.Value(markKey{c, name}).(*leaseMark)
-	if !ok {
-		return nil, false
-	}
-	l := m.lease.Load()
-	return l, l != nil && l.Err() == nil
-}
-
-// acquireQueued validates q and its options (prepare refuses a request
-// nested under a lease of the name's read-write lock, whatever it asks
-// for: a permit or plain lock of that name would wait for it too), and
-// makes the acquisition; leases of a read-write lock are marked.
-func (c *Client) acquireQueued(ctx context.Context, q queued, opts []LockOption) (*Lease, error) {
-	req, lc, err := c.prepare(ctx, q.name, opts)
-	if err != nil {
-		return nil, err
-	}
-	var mark *leaseMark
-	if q.mode != modePermit {
-		mark = &leaseMark{}
-		ctx = context.WithValue(ctx, markKey{c, q.name}, mark)
-	}
-	l, err := c.sendQueued(ctx, q, req, lc)
-	if err != nil {
-		return nil, err
-	}
-	if mark != nil {
-		mark.lease.Store(l)
-	}
-	return l, nil
-}
-
-// kindName names what a lease is, for errors.
-func (l *Lease) kindName() string {
-	switch l.h.Kind() {
+func kindName(k driver.Kind) string {
+	switch k {
 	case driver.KindRead:
 		return "read lease"
 	case driver.KindPermit:
 		return "permit"
 	}
-	return "write lease"
+	return "lock"
+}
+
+// acquireQueued validates q and its options, handles a request nested
+// under a lease of the name (above), and makes the acquisition.
+func (c *Client) acquireQueued(ctx context.Context, q queued, opts []LockOption) (*Lease, error) {
+	req, lc, err := c.prepare(ctx, q.name, opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.refuseNested(ctx, q.name, q.mode); err != nil {
+		return nil, err
+	}
+	head := marks(ctx)
+	if q.mode != modePermit {
+		if l, ok, err := c.reenter(ctx, head, q.name, lc); ok {
+			return l, err
+		}
+	}
+	return c.sendQueued(ctx, q, req, lc, head)
 }

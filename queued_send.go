@@ -21,7 +21,7 @@ func (m mode) driverMode() driver.Mode {
 
 // sendQueued makes the acquisition q through the engine's queue, on a
 // driver that keeps queued leases (driver.Queuer).
-func (c *Client) sendQueued(ctx context.Context, q queued, req driver.AcquireRequest, lc lockConfig) (*Lease, error) {
+func (c *Client) sendQueued(ctx context.Context, q queued, req driver.AcquireRequest, lc lockConfig, head *mark) (*Lease, error) {
 	if !c.e.SupportsQueue() {
 		return nil, fmt.Errorf("dlock: %s %q: %w", q.mode, q.name, ErrUnsupported)
 	}
@@ -36,5 +36,5 @@ func (c *Client) sendQueued(ctx context.Context, q queued, req driver.AcquireReq
 	if err != nil {
 		return nil, err
 	}
-	return &Lease{h: h, c: c, owner: req.Owner}, nil
+	return c.newLease(h, req.Owner, head, lc), nil
 }

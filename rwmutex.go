@@ -30,11 +30,13 @@ import "context"
 // docs/rwlock.md.
 //
 // Asking for the lock again through a context derived from one of its own
-// leases would wait for itself behind the queue; it is refused with
-// ErrUpgrade instead (see Lock). The check follows contexts, not
-// goroutines: a lease held by one goroutine and a Lock called by another
-// with an unrelated context are two independent holders, as they would be
-// in two processes.
+// leases never waits for that lease: the write lock under a read lease is
+// refused with ErrUpgrade (see Lock), a read or write lease under the
+// write lease and a read lease under a read lease nest in it (re-entry:
+// no round trip, the same token, ended with the outer lease; see
+// WithoutReentry). The check follows contexts, not goroutines: a lease
+// held by one goroutine and a Lock called by another with an unrelated
+// context are two independent holders, as they would be in two processes.
 type RWMutex struct {
 	c    *Client
 	name string
@@ -56,8 +58,8 @@ func (m *RWMutex) Name() string { return m.name }
 // RLock takes a read lease, waiting as long as ctx allows: until no writer
 // holds the lock and none is queued ahead of this reader. The store grants
 // it in the same step as the release that lets it in, and tells this
-// Client; no polling. Under a context derived from a
-// lease of this lock it returns ErrUpgrade (see Lock).
+// Client; no polling. Under a context derived from a read or write lease
+// of this lock it is a nested hold of that lease (see RWMutex).
 func (m *RWMutex) RLock(ctx context.Context, opts ...LockOption) (*Lease, error) {
 	return m.c.acquireQueued(ctx, queued{name: m.name, mode: modeShared, wait: true}, opts)
 }
@@ -75,12 +77,11 @@ func (m *RWMutex) TryRLock(ctx context.Context, opts ...LockOption) (*Lease, err
 // (its Context, or a context made from it), Lock returns ErrUpgrade at
 // once: the writer would wait for that reader forever. Release the read
 // lease and call Lock, and re-read what the read lease protected: another
-// writer may come first. Every nested request is refused the same way, by
-// all four calls: a second read lease under a read lease would queue
-// behind a waiting writer that waits for the first, and any request under
-// the write lease waits for that lease. Client.Lock and TryLock of name,
-// and permits of a semaphore of that name, are refused under such a
-// context too: they would wait for it as well.
+// writer may come first. Client.Lock and TryLock of name are refused the
+// same way. Under the write lease (or Client.Lock's lease of name), Lock
+// is a nested hold of it. A permit of a semaphore of this name under any
+// of these leases, and any of them under a permit, would wait for the
+// other and are refused with ErrReentry.
 func (m *RWMutex) Lock(ctx context.Context, opts ...LockOption) (*Lease, error) {
 	return m.c.acquireQueued(ctx, queued{name: m.name, mode: modeExclusive, wait: true}, opts)
 }

@@ -199,9 +199,11 @@ func TestRWMutexReaderTokenRejectsStaleRead(t *testing.T) {
 	}
 }
 
-// Asking for the lock under a context of one of its own leases is refused
-// at once, rather than waiting for itself.
-func TestRWMutexUpgradeIsRefused(t *testing.T) {
+// Asking for the name again under one of its own leases never waits for
+// that lease: an upgrade is refused with ErrUpgrade, a permit under a
+// lease (or a lock under a permit) with ErrReentry, and the rest nest like
+// any re-entry.
+func TestRWMutexNestedRequests(t *testing.T) {
 	c, _ := newMemClient(t, nil)
 	ctx := ctxTimeout(t, 10*time.Second)
 	m := c.RWMutex("up")
@@ -209,10 +211,11 @@ func TestRWMutexUpgradeIsRefused(t *testing.T) {
 	derived, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 	defer cancel()
 	for name, try := range map[string]func(context.Context) (*dlock.Lease, error){
-		"Lock":     func(ctx context.Context) (*dlock.Lease, error) { return m.Lock(ctx) },
-		"TryLock":  func(ctx context.Context) (*dlock.Lease, error) { return m.TryLock(ctx) },
-		"RLock":    func(ctx context.Context) (*dlock.Lease, error) { return m.RLock(ctx) },
-		"TryRLock": func(ctx context.Context) (*dlock.Lease, error) { return m.TryRLock(ctx) },
+		"RWMutex.Lock":    func(ctx context.Context) (*dlock.Lease, error) { return m.Lock(ctx) },
+		"RWMutex.TryLock": func(ctx context.Context) (*dlock.Lease, error) { return m.TryLock(ctx) },
+		"Client.Lock":     func(ctx context.Context) (*dlock.Lease, error) { return c.Lock(ctx, "up") },
+		"Client.TryLock":  func(ctx context.Context) (*dlock.Lease, error) { return c.TryLock(ctx, "up") },
+		"second handle":   func(ctx context.Context) (*dlock.Lease, error) { return c.RWMutex("up").Lock(ctx) },
 	} {
 		for _, under := range []context.Context{r.Context(), derived} {
 			if l, err := try(under); !errors.Is(err, dlock.ErrUpgrade) {
@@ -220,11 +223,20 @@ func TestRWMutexUpgradeIsRefused(t *testing.T) {
 			}
 		}
 	}
-	// Another handle on the same name is the same lock.
-	if _, err := c.RWMutex("up").Lock(derived); !errors.Is(err, dlock.ErrUpgrade) {
-		t.Fatalf("Lock through a second handle: %v, want ErrUpgrade", err)
+	if _, err := c.Semaphore("up", 3).Acquire(derived); !errors.Is(err, dlock.ErrReentry) {
+		t.Fatalf("a permit of the name under a read lease: %v, want ErrReentry", err)
 	}
-	// Another lock under the same context is no conflict.
+	// A read lease under a read lease nests: same token, no new reader.
+	n := got(t)(m.RLock(derived))
+	if n.Token() != r.Token() || r.Holds() != 2 {
+		t.Fatalf("nested read: token %d (outer %d), outer holds %d", n.Token(), r.Token(), r.Holds())
+	}
+	if q, _, _ := c.InspectQueue(ctx, "up"); len(q.Holders) != 1 {
+		t.Fatalf("a nested read made %d holders", len(q.Holders))
+	}
+	unlock(t, n)
+	// Another name under the same context is no conflict, and the read
+	// lease is still found under what was taken under it.
 	other := got(t)(c.RWMutex("other").Lock(derived))
 	if _, err := m.Lock(other.Context()); !errors.Is(err, dlock.ErrUpgrade) {
 		t.Fatalf("Lock under a lease taken under a read lease: %v, want ErrUpgrade", err)
@@ -235,20 +247,44 @@ func TestRWMutexUpgradeIsRefused(t *testing.T) {
 	if _, err := m.Lock(derived); errors.Is(err, dlock.ErrUpgrade) || !errors.Is(err, context.Canceled) {
 		t.Fatalf("Lock under a released read lease's context: %v, want context.Canceled", err)
 	}
+	// Under the write lease, reads and writes nest; a permit is refused.
 	w := got(t)(m.Lock(ctx))
-	if _, err := m.RLock(w.Context()); !errors.Is(err, dlock.ErrUpgrade) {
-		t.Fatalf("RLock under the write lease: %v, want ErrUpgrade", err)
+	for name, nest := range map[string]func() (*dlock.Lease, error){
+		"RLock":       func() (*dlock.Lease, error) { return m.TryRLock(w.Context()) },
+		"Lock":        func() (*dlock.Lease, error) { return m.Lock(w.Context()) },
+		"Client.Lock": func() (*dlock.Lease, error) { return c.Lock(w.Context(), "up") },
+	} {
+		l, err := nest()
+		if err != nil || l.Token() != w.Token() {
+			t.Fatalf("%s under the write lease: %v, want a nested hold with token %d", name, err, w.Token())
+		}
+		unlock(t, l)
+	}
+	if _, err := c.Semaphore("up", 3).TryAcquire(w.Context()); !errors.Is(err, dlock.ErrReentry) {
+		t.Fatalf("a permit under the write lease: %v, want ErrReentry", err)
 	}
 	unlock(t, w)
-	// The name's other acquisitions would wait for the read lease too.
-	r = got(t)(m.RLock(ctx))
-	if _, err := c.Lock(r.Context(), "up"); !errors.Is(err, dlock.ErrUpgrade) {
-		t.Fatalf("Client.Lock under a read lease: %v, want ErrUpgrade", err)
+	// Under a permit: another permit is a permit of its own; the lock is
+	// refused.
+	s := c.Semaphore("up", 2)
+	p := got(t)(s.Acquire(ctx))
+	p2 := got(t)(s.TryAcquire(p.Context()))
+	if p2.ID() == p.ID() {
+		t.Fatal("a permit under a permit nested instead of taking a second one")
 	}
-	if _, err := c.Semaphore("up", 3).Acquire(r.Context()); !errors.Is(err, dlock.ErrUpgrade) {
-		t.Fatalf("a permit of the name under a read lease: %v, want ErrUpgrade", err)
+	if _, err := s.TryAcquire(p2.Context()); !errors.Is(err, dlock.ErrNotAcquired) {
+		t.Fatalf("a third permit of 2: %v, want ErrNotAcquired", err)
 	}
-	unlock(t, r)
+	for name, try := range map[string]func() (*dlock.Lease, error){
+		"RLock":       func() (*dlock.Lease, error) { return m.RLock(p.Context()) },
+		"Client.Lock": func() (*dlock.Lease, error) { return c.Lock(p.Context(), "up") },
+	} {
+		if _, err := try(); !errors.Is(err, dlock.ErrReentry) {
+			t.Fatalf("%s under a permit: %v, want ErrReentry", name, err)
+		}
+	}
+	unlock(t, p2)
+	unlock(t, p)
 }
 
 func TestRWMutexBadInput(t *testing.T) {

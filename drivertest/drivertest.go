@@ -74,6 +74,10 @@ type Harness struct {
 //   - Watch: notifications after release and forced release, not after
 //     Remove or Close, one at a time, none lost behind a slow callback; a
 //     nil callback is invalid.
+//   - Multi (driver.MultiAcquirer): all or none, busy key named, tokens
+//     above earlier ones, retries with the same IDs, leftovers of a partly
+//     undone grant released, exclusion among concurrent overlapping sets,
+//     bad input.
 //   - Inspector: Inspect, List by literal prefix, ForceRelease.
 //   - Queue (driver.Queuer): FIFO grants by hand-off, no overtaking, dead
 //     waiters and expired holders, cancelled and raced waiters, readers,
@@ -124,6 +128,12 @@ func Run(t *testing.T, h Harness) {
 			{"Remove", testWatchRemove, true},
 			{"Nil", testWatchNil, true},
 			{"Close", testWatchClose, true},
+		}},
+		{"Multi", []subtest{
+			{"AllOrNone", testMultiAllOrNone, true},
+			{"Retry", testMultiRetry, true},
+			{"Contended", testMultiContended, true},
+			{"Invalid", testMultiInvalid, true},
 		}},
 		{"Inspector", []subtest{
 			{"Inspect", testInspect, true},

@@ -24,7 +24,7 @@ type mutant struct {
 	counterLost bool
 }
 
-var mutants = []mutant{
+var mutants = append([]mutant{
 	{name: "no exclusion", subtests: []string{"Basics/Exclusion", "Basics/ExclusionContended"}, make: func(m *mutated) {
 		m.acquire = func(ctx context.Context, req driver.AcquireRequest) (driver.AcquireResult, error) {
 			res, err := m.Driver.Acquire(ctx, req)
@@ -202,7 +202,7 @@ var mutants = []mutant{
 		keyChecker: true, badKeys: []string{"has space"}, make: func(*mutated) {}},
 	{name: "BadKeys without KeyChecker", subtests: []string{"Basics/KeyChecker"},
 		badKeys: []string{"anything"}, make: func(*mutated) {}},
-}
+}, queueMutants...)
 
 func mapRelease(m *mutated, f func(driver.ReleaseResult) driver.ReleaseResult) func(context.Context, []driver.ReleaseRequest) ([]driver.ReleaseResult, error) {
 	return func(ctx context.Context, reqs []driver.ReleaseRequest) ([]driver.ReleaseResult, error) {
@@ -226,6 +226,7 @@ type mutated struct {
 	inspect      func(context.Context, string) (driver.LockInfo, bool, error)
 	list         func(context.Context, string) ([]driver.LockInfo, error)
 	forceRelease func(context.Context, string) (uint64, bool, error)
+	acquireAll   func(context.Context, []driver.AcquireRequest) (driver.AcquireAllResult, error)
 	// tokenOffset is subtracted by the "counter lost" mutant: the harness
 	// sets it on restarts so that tokens fall back to what the restored
 	// state had issued.
@@ -237,6 +238,13 @@ func (m *mutated) Acquire(ctx context.Context, req driver.AcquireRequest) (drive
 		return m.acquire(ctx, req)
 	}
 	return m.Driver.Acquire(ctx, req)
+}
+
+func (m *mutated) AcquireAll(ctx context.Context, reqs []driver.AcquireRequest) (driver.AcquireAllResult, error) {
+	if m.acquireAll != nil {
+		return m.acquireAll(ctx, reqs)
+	}
+	return m.Driver.AcquireAll(ctx, reqs)
 }
 
 func (m *mutated) Release(ctx context.Context, reqs []driver.ReleaseRequest) ([]driver.ReleaseResult, error) {

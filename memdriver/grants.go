@@ -13,6 +13,7 @@ import (
 // goroutine of its own: a grant only appends to its queue, so a slow
 // callback never delays the store.
 type grantWatcher struct {
+	d       *Driver
 	s       *store
 	inbox   string
 	onGrant func(driver.Grant)
@@ -33,7 +34,7 @@ func (d *Driver) WatchGrants(ctx context.Context, inbox string, onGrant func(dri
 	if onGrant == nil || inbox == "" {
 		return nil, fmt.Errorf("%w: memdriver: grant watcher needs an inbox and a callback", driver.ErrInvalid)
 	}
-	w := &grantWatcher{s: d.s, inbox: inbox, onGrant: onGrant,
+	w := &grantWatcher{d: d, s: d.s, inbox: inbox, onGrant: onGrant,
 		wake: make(chan struct{}, 1), done: make(chan struct{})}
 	go w.run()
 	_, err := run(ctx, d, OpWatchGrants, func(s *store, _ time.Time) (struct{}, error) {
@@ -49,6 +50,14 @@ func (d *Driver) WatchGrants(ctx context.Context, inbox string, onGrant func(dri
 		w.Close()
 		return nil, err
 	}
+	d.mu.Lock()
+	if d.closed.Load() {
+		d.mu.Unlock()
+		w.Close()
+		return nil, ErrClosed
+	}
+	d.grants[w] = struct{}{}
+	d.mu.Unlock()
 	return w, nil
 }
 
@@ -78,6 +87,9 @@ func (w *grantWatcher) Close() error {
 			}
 		}
 		w.s.mu.Unlock()
+		w.d.mu.Lock()
+		delete(w.d.grants, w) // nil map after Driver.Close: a no-op
+		w.d.mu.Unlock()
 		w.mu.Lock()
 		w.closed = true
 		w.queue = nil

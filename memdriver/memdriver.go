@@ -57,6 +57,7 @@ type Driver struct {
 	mu       sync.Mutex
 	closed   atomic.Bool
 	watchers map[*watcher]struct{}
+	grants   map[*grantWatcher]struct{} // made by WatchGrants, closed by Close
 }
 
 var (
@@ -115,7 +116,7 @@ func New(opts ...Option) *Driver {
 }
 
 func newHandle(s *store) *Driver {
-	return &Driver{s: s, watchers: make(map[*watcher]struct{})}
+	return &Driver{s: s, watchers: make(map[*watcher]struct{}), grants: make(map[*grantWatcher]struct{})}
 }
 
 // Connect returns another Driver on d's store, as a second process
@@ -128,17 +129,21 @@ func (d *Driver) Connect() *Driver { return newHandle(d.s) }
 // Capabilities implements driver.Driver.
 func (d *Driver) Capabilities() driver.Capabilities { return d.s.caps }
 
-// Close implements driver.Driver. It closes the Watchers made by d; after
+// Close implements driver.Driver. It closes the Watchers and grant
+// watchers made by d; after
 // it, d's operations return ErrClosed. The store and the other handles on
 // it (see Connect) keep working. Close is idempotent and returns nil.
 func (d *Driver) Close() error {
 	d.mu.Lock()
 	d.closed.Store(true)
-	ws := d.watchers
-	d.watchers = nil
+	ws, gs := d.watchers, d.grants
+	d.watchers, d.grants = nil, nil
 	d.mu.Unlock()
 	for w := range ws {
 		w.Close()
+	}
+	for g := range gs {
+		g.Close()
 	}
 	return nil
 }

@@ -259,3 +259,19 @@ func TestUnusableCapabilitiesAreRefused(t *testing.T) {
 		t.Fatalf("Acquire on a driver with MaxBatch 0: %v, want driver.ErrInvalid", err)
 	}
 }
+
+// Close closes the grant watchers the Driver made: their goroutines are
+// gone (TestMain's goleak check fails otherwise), and later grants reach
+// nobody.
+func TestCloseClosesGrantWatchers(t *testing.T) {
+	d := memdriver.New()
+	if _, err := d.WatchGrants(context.Background(), "inbox", func(driver.Grant) {}); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.WatchGrants(context.Background(), "inbox", func(driver.Grant) {}); !errors.Is(err, memdriver.ErrClosed) {
+		t.Fatalf("WatchGrants after Close: %v, want ErrClosed", err)
+	}
+}

@@ -9,14 +9,26 @@
 //	dlock:{NAME}:last       the last released lock's value, for the TTL it had left
 //	dlock:{NAME}:released   pub/sub channel that wakes waiters (not a key)
 //
-// Nothing else is stored, and nothing outlives the TTL of the lock it
+// Queued leases (driver.Queuer: the fair lock's waiters, readers, permits)
+// add, only while a name has any (see queue_lib.lua):
+//
+//	dlock:{NAME}:w          zset: waiter ids by arrival
+//	dlock:{NAME}:e          zset: expiry (server ms) of every queued lease
+//	dlock:{NAME}:d          hash: their records and counters
+//	dlock:{NAME}:q          marker that the three above exist
+//	dlock:inbox:<inbox>     pub/sub channel of one Client's grants (not a key)
+//
+// Nothing else is stored, and nothing outlives the TTL of the leases it
 // describes: a name nobody has held for a TTL costs no memory. The {NAME}
-// hash tag puts both keys in one Cluster slot, so every operation on a
-// lock is one script call on one node.
+// hash tag puts every key of a name in one Cluster slot, so every
+// operation on a name is one script call on one node. Several locks are
+// taken in one script call (acquire_all.lua, driver.MultiAcquirer) on one
+// server, or in a Cluster when their slot is the same: names that start
+// with the same hash tag, "{order:42}:items" and "{order:42}:payment".
 //
 // Fencing tokens are a hybrid logical clock: the larger of the server's
 // TIME in microseconds and the token recorded under ":last" plus one (see
-// acquire.lua for why they keep increasing across restarts from older
+// next_token in lib.lua for why they keep increasing across restarts from older
 // snapshots and failovers, and what that assumes of server clocks). The
 // ":last" key also lets a retried release recognise that it succeeded.
 package redisdriver

@@ -17,8 +17,9 @@
 --             lock pays no extra call for the queue
 -- The queue keys are derived from the lock key inside the scripts: they
 -- share its hash tag, hence its slot, which is all Cluster requires of the
--- keys a script touches. They expire together with the latest expiry in
--- P{N}:e and are deleted when it empties, so nothing outlives its leases.
+-- keys a script touches. They are given the latest expiry in P{N}:e
+-- whenever a lease is added or extended, and deleted when it empties, so
+-- they outlive their last lease by at most one TTL.
 --
 -- Everything is defined inside queue_lib(), which a script calls only when
 -- it needs the queue: defining a dozen functions costs Redis about a
@@ -41,7 +42,7 @@ local function queue_lib()
   -- epoch_token is a shared or permit holder's token: at least every
   -- exclusive token issued for the name before (the last released one is on
   -- record; any older or expired one is below TIME minus a millisecond, see
-  -- acquire.lua) and below every one issued later (those are above the
+  -- next_token in lib.lua) and below every one issued later (those are above the
   -- record and at least TIME).
   local function epoch_token(lastkey, t)
     local tok = tonumber(t[1]) * 1000000 + tonumber(t[2]) - 1
@@ -133,7 +134,6 @@ local function queue_lib()
     if #gone > 0 then
       redis.call('ZREMRANGEBYSCORE', K.e, '-inf', now)
     end
-    local changed = #gone > 0
     while true do
       local head = redis.call('ZRANGE', K.w, 0, 0)[1]
       if not head then
@@ -167,15 +167,14 @@ local function queue_lib()
         redis.call('HINCRBY', K.d, '#h', 1)
       end
       q_announce(K, inbox, head, tok)
-      changed = true
     end
     if redis.call('ZCARD', K.e) == 0 then
       redis.call('DEL', K.w, K.e, K.d, K.q)
       return false
     end
-    if changed then
-      q_touch(K)
-    end
+    -- No q_touch: pruning and granting never make a lease expire later,
+    -- so the keys' expiry (the latest lease's when last extended) still
+    -- covers every lease left; at worst they outlive them by a TTL.
     -- Release records alone ("r:<id>") do not make the name busy.
     return tonumber(redis.call('HGET', K.d, '#h') or '0') > 0 or redis.call('ZCARD', K.w) > 0
   end

@@ -43,9 +43,7 @@ for i = 1, #KEYS do
     if not q_settle(K, now, t) and redis.call('EXISTS', K.lock) == 0 then
       redis.call('PUBLISH', K.lock .. CHANNEL_SUFFIX, '')
     end
-    if redis.call('EXISTS', K.e) == 1 then
-      q_touch(K)
-    end
+    -- No q_touch: a release makes no lease expire later (see q_settle).
   end
 end
 return table.concat(res)

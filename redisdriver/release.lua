@@ -7,7 +7,7 @@
 --
 -- RENAME frees the lock and keeps its value, with the lock's remaining TTL,
 -- under the last-released key, in one call: the value carries the fencing
--- token, which acquire.lua must still see (see there), and a retry of this
+-- token, which next_token (lib.lua) must still see, and a retry of this
 -- release whose first reply was lost finds our id there.
 local res = {}
 for i = 1, #KEYS / 2 do

@@ -108,23 +108,32 @@ func (e *Engine) wait(ctx context.Context, a Attempt, renew bool) (*Hold, error)
 // (logged), since waiting still works.
 func (r *waitRegistry) join(ctx context.Context, key string) (*waiter, error) {
 	w := &waiter{wake: make(chan struct{}, 1)}
+	if err := r.joinWith(ctx, key, w); err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+// joinWith is join for a given waiter, which may wait for several keys
+// (see waitall.go).
+func (r *waitRegistry) joinWith(ctx context.Context, key string, w *waiter) error {
 	r.mu.Lock()
 	if r.closed {
 		r.mu.Unlock()
-		return nil, ErrClosed
+		return ErrClosed
 	}
 	q := r.queues[key]
 	if q != nil {
 		q.waiters = append(q.waiters, w)
 		r.mu.Unlock()
-		return w, nil
+		return nil
 	}
 	q = &keyQueue{waiters: []*waiter{w}}
 	r.queues[key] = q
 	if r.unidle(key) {
 		q.subscribed = true
 		r.mu.Unlock()
-		return w, nil
+		return nil
 	}
 	watcher, err := r.watcherLocked()
 	r.mu.Unlock()
@@ -139,14 +148,14 @@ func (r *waitRegistry) join(ctx context.Context, key string) (*waiter, error) {
 		r.mu.Lock()
 		q.subscribed = true
 		r.mu.Unlock()
-		return w, nil
+		return nil
 	}
 	if ctx.Err() != nil {
 		r.leave(key, w)
-		return nil, ctxError("lock", key, ctx.Err())
+		return ctxError("lock", key, ctx.Err())
 	}
 	r.e.log.warn("dlock: release notifications unavailable; waiting on TTL only", "key", key, "err", err)
-	return w, nil
+	return nil
 }
 
 // unidle takes key off the idle list, reporting whether it was there.

@@ -112,6 +112,9 @@ type Report struct {
 	Naive        Metrics `json:"naive"`
 	Dlock        Metrics `json:"dlock"`
 	TotalSeconds float64 `json:"total_seconds"`
+
+	// Incident is the duplicated-order incident: lock only vs lock + fencing.
+	Incident *Incident `json:"incident"`
 }
 
 // order is one order and what handling it involves.
@@ -189,6 +192,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	if rep.Dlock, err = r.run(ctx, "dlock", r.newDlock); err != nil {
+		return nil, err
+	}
+	if rep.Incident, err = runIncident(ctx, url, prefix, cfg.TTL, p); err != nil {
 		return nil, err
 	}
 	if err := cleanup(ctx, url, prefix); err != nil {

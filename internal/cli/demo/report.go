@@ -56,6 +56,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 	} else {
 		fmt.Fprintf(&b, "WARNING: %d of %d dlock acquisitions got a token not above the previous one.\n", d.TokenRegressions, d.Acquisitions)
 	}
+	if r.Incident != nil {
+		r.Incident.writeTable(&b)
+	}
 	_, err := io.WriteString(w, b.String())
 	return err
 }

@@ -1,0 +1,3 @@
+-- Registers the token without touching any data.
+advance()
+return {1}

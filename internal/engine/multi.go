@@ -1,0 +1,205 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/dlockio/dlock/driver"
+)
+
+// Multi-key acquisition: every lock of a request, or none.
+//
+// When the driver can take the keys in one atomic step
+// (driver.MultiAcquirer.Atomic), one call takes them all or changes
+// nothing, and a busy attempt waits for a release of any of the keys. A
+// waiter then holds nothing, so it cannot be part of a deadlock.
+//
+// Otherwise the locks are taken one by one, in the order of the request,
+// which the caller sorts: every caller waits only for keys greater than
+// those it holds, so no two callers can each hold what the other waits
+// for, whatever order their users named the keys in. One ctx bounds the
+// whole acquisition (a deadline per key would let the total grow with the
+// number of keys, and a caller that times out on its last key would
+// have kept the first ones for nothing). On any failure the locks taken so
+// far are released before the call returns.
+
+// groupLost is the error of a multi-key acquisition one of whose locks,
+// taken earlier, was lost before the others were taken: it matches the
+// reason (ErrLost, or ErrClosed), not a backend failure.
+func groupLost(reqs []driver.AcquireRequest, g *Group) error {
+	return fmt.Errorf("dlock: lock %q: a lock taken earlier ended before the others were taken: %w",
+		keysName(reqs), g.Err())
+}
+
+// TryAcquireAll makes one attempt at every lock of reqs (distinct keys,
+// validated, sorted by key; IDs are filled in). It returns
+// ErrNotAcquired, naming a busy key, when one is held by another owner;
+// then nothing is held.
+func (e *Engine) TryAcquireAll(ctx context.Context, reqs []driver.AcquireRequest, renew bool) (*Group, error) {
+	return e.acquireAll(ctx, reqs, renew, false)
+}
+
+// AcquireAll takes every lock of reqs, waiting as long as ctx allows.
+func (e *Engine) AcquireAll(ctx context.Context, reqs []driver.AcquireRequest, renew bool) (*Group, error) {
+	return e.acquireAll(ctx, reqs, renew, true)
+}
+
+// AtomicAll reports whether the driver takes keys in one atomic step.
+func (e *Engine) AtomicAll(keys []string) bool {
+	ma, ok := e.drv.(driver.MultiAcquirer)
+	return ok && len(keys) > 1 && ma.Atomic(keys)
+}
+
+func (e *Engine) acquireAll(ctx context.Context, reqs []driver.AcquireRequest, renew, wait bool) (*Group, error) {
+	g := e.newGroup(ctx, len(reqs))
+	var err error
+	if e.AtomicAll(keysOf(reqs)) {
+		err = e.takeStep(ctx, g, reqs, renew, wait)
+	} else {
+		for i := range reqs {
+			if err = e.takeStep(ctx, g, reqs[i:i+1], renew, wait); err != nil {
+				break
+			}
+		}
+	}
+	if err == nil && g.Err() != nil {
+		err = groupLost(reqs, g)
+	}
+	if err != nil {
+		g.abandon(ctx)
+		return nil, err
+	}
+	g.watch()
+	return g, nil
+}
+
+// takeStep takes reqs (one lock, or all atomically) into g, waiting if
+// wait is set.
+func (e *Engine) takeStep(ctx context.Context, g *Group, reqs []driver.AcquireRequest, renew, wait bool) error {
+	ok, _, busy, err := e.patientGroupAttempt(ctx, g, reqs, false, renew)
+	switch {
+	case err != nil:
+		return err
+	case ok:
+		return nil
+	case !wait:
+		return fmt.Errorf("%w: %q", ErrNotAcquired, reqs[busy].Key)
+	}
+	return e.waitStep(ctx, g, reqs, renew)
+}
+
+// patientGroupAttempt is groupAttempt retried, like patientAttempt, when a
+// grant's reply came too late.
+func (e *Engine) patientGroupAttempt(ctx context.Context, g *Group, reqs []driver.AcquireRequest, waiting, renew bool) (bool, time.Duration, int, error) {
+	for i := 1; ; i++ {
+		ok, retry, busy, err := e.groupAttempt(ctx, g, reqs, waiting, renew)
+		if i == 3 || !errors.Is(err, errTooSlow) {
+			return ok, retry, busy, err
+		}
+	}
+}
+
+// groupAttempt makes one attempt at reqs under fresh owner ids; the holds
+// it grants join g. It is attempt (acquire.go) for several locks at once:
+// the same deadline rule, the same clean-up after lost and late replies.
+// When not acquired it returns the index of a busy key and how long its
+// holder's lock has left.
+func (e *Engine) groupAttempt(ctx context.Context, g *Group, reqs []driver.AcquireRequest, waiting, renew bool) (bool, time.Duration, int, error) {
+	if !e.beginOp() {
+		return false, 0, 0, ErrClosed
+	}
+	defer e.ops.Done()
+	name := keysName(reqs)
+	if err := ctx.Err(); err != nil {
+		return false, 0, 0, ctxError("lock", name, err)
+	}
+	send := make([]driver.AcquireRequest, len(reqs))
+	releases := make([]driver.ReleaseRequest, len(reqs))
+	ttl := reqs[0].TTL
+	for i, r := range reqs {
+		r.ID, r.Waiting = newOwnerID(), waiting
+		send[i] = r
+		releases[i] = driver.ReleaseRequest{Kind: driver.KindLock, Key: r.Key, ID: r.ID}
+		ttl = min(ttl, r.TTL)
+	}
+	releaseAll := func() {
+		for _, r := range releases {
+			e.releaser.add(r)
+		}
+	}
+	sent := e.now()
+	res, err := call(e, ctx, func(ctx context.Context) (driver.AcquireAllResult, error) {
+		return e.sendAll(ctx, send)
+	}, func(res driver.AcquireAllResult, err error) {
+		if res.Acquired || err != nil {
+			releaseAll() // abandoned, then completed: nobody will use it
+		}
+	})
+	if err == nil && res.Acquired && len(res.Tokens) != len(send) {
+		err = fmt.Errorf("driver answered %d tokens for %d locks", len(res.Tokens), len(send))
+	}
+	if err == nil && !res.Acquired && (res.Busy < 0 || res.Busy >= len(send)) {
+		err = fmt.Errorf("driver answered busy key %d of %d", res.Busy, len(send))
+	}
+	if err != nil {
+		releaseAll() // it may have taken them with its reply lost
+		switch {
+		case ctx.Err() != nil:
+			return false, 0, 0, ctxError("lock", name, ctx.Err())
+		case e.isClosed():
+			return false, 0, 0, ErrClosed
+		}
+		return false, 0, 0, WrapBackend("lock", name, err)
+	}
+	if !res.Acquired {
+		return false, res.RetryAfter, res.Busy, nil
+	}
+	if took := e.now().Sub(sent); took >= e.validity(ttl) {
+		releaseAll()
+		return false, 0, 0, WrapBackend("lock", name, fmt.Errorf("%w: took %v, validity %v",
+			errTooSlow, took.Round(time.Millisecond), e.validity(ttl)))
+	}
+	for i, r := range send {
+		h := &Hold{e: e, kind: driver.KindLock, key: r.Key, id: r.ID, token: res.Tokens[i], ttl: r.TTL,
+			inner: g.inner, cancel: g.cancel}
+		if !e.renewer.add(h, sent, renew) {
+			// Close raced with this acquisition; it releases what it tracks.
+			h.end(ErrClosed)
+			releaseAll()
+			return false, 0, 0, ErrClosed
+		}
+		g.holds = append(g.holds, h)
+	}
+	return true, 0, 0, nil
+}
+
+// sendAll is one store call for reqs: Acquire for one lock, AcquireAll
+// for several.
+func (e *Engine) sendAll(ctx context.Context, reqs []driver.AcquireRequest) (driver.AcquireAllResult, error) {
+	if len(reqs) == 1 {
+		res, err := e.drv.Acquire(ctx, reqs[0])
+		if err != nil || !res.Acquired {
+			return driver.AcquireAllResult{RetryAfter: res.RetryAfter}, err
+		}
+		return driver.AcquireAllResult{Acquired: true, Tokens: []uint64{res.Token}}, nil
+	}
+	ma, ok := e.drv.(driver.MultiAcquirer)
+	if !ok {
+		return driver.AcquireAllResult{}, fmt.Errorf("%w: driver cannot take several locks at once", driver.ErrInvalid)
+	}
+	return ma.AcquireAll(ctx, reqs)
+}
+
+func keysOf(reqs []driver.AcquireRequest) []string {
+	keys := make([]string, len(reqs))
+	for i, r := range reqs {
+		keys[i] = r.Key
+	}
+	return keys
+}
+
+// keysName names the keys of reqs in errors (which quote it).
+func keysName(reqs []driver.AcquireRequest) string { return strings.Join(keysOf(reqs), ", ") }

@@ -1,0 +1,335 @@
+package dlock_test
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dlockio/dlock"
+	"github.com/dlockio/dlock/internal/redistest"
+	"github.com/dlockio/dlock/memdriver"
+	"github.com/redis/go-redis/v9"
+)
+
+// commandsProcessed is the server's count of commands processed so far
+// (INFO counts itself after it has answered).
+func commandsProcessed(t testing.TB, rdb *redis.Client) int {
+	t.Helper()
+	info, err := rdb.Info(context.Background(), "stats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "total_commands_processed:"); ok {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+	}
+	t.Fatal("no total_commands_processed in INFO stats")
+	return 0
+}
+
+// newMemLocker returns a Client on drv (closed at the end of the test).
+func newMemLocker(t testing.TB, drv *memdriver.Driver) *dlock.Client {
+	t.Helper()
+	c, err := dlock.New(drv, dlock.WithLogger(quietLogger()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// On a real server: a Lock under the lease's Context is a nested hold
+// with the same token, costs no command at all, counts, and unlocking it
+// (twice) leaves the lock held; the outer Unlock releases it.
+func TestReentrantSameTokenNoRoundTrip(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	c := newLocker(t, srv.Addr())
+	ctx := ctxTimeout(t, 10*time.Second)
+	outer, err := c.Lock(ctx, "re")
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := commandsProcessed(t, rdb)
+	inner, err := c.Lock(outer.Context(), "re")
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := c.TryLock(inner.Context(), "re")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !inner.Nested() || !again.Nested() || outer.Nested() {
+		t.Fatalf("Nested: outer %v, inner %v, again %v", outer.Nested(), inner.Nested(), again.Nested())
+	}
+	if inner.Token() != outer.Token() || again.Token() != outer.Token() {
+		t.Fatalf("tokens: outer %d, nested %d and %d; want the same", outer.Token(), inner.Token(), again.Token())
+	}
+	if n := outer.Holds(); n != 3 || inner.Holds() != 3 {
+		t.Fatalf("Holds = %d (nested sees %d), want 3", n, inner.Holds())
+	}
+	for range 2 {
+		if err := again.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := inner.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// One: the INFO that read before.
+	if n := commandsProcessed(t, rdb) - before; n != 1 {
+		t.Fatalf("nested Lock/TryLock/Unlock: server processed %d commands, want none", n-1)
+	}
+	if !errors.Is(inner.Err(), dlock.ErrReleased) || outer.Err() != nil || outer.Holds() != 1 {
+		t.Fatalf("after nested unlocks: nested Err %v, outer Err %v, Holds %d", inner.Err(), outer.Err(), outer.Holds())
+	}
+	if !isHeld(t, rdb, "re") {
+		t.Fatal("unlocking nested holds released the lock")
+	}
+	if err := outer.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if isHeld(t, rdb, "re") || outer.Holds() != 0 {
+		t.Fatalf("after the outer Unlock: held %v, Holds %d", isHeld(t, rdb, "re"), outer.Holds())
+	}
+}
+
+// Releasing or losing the outer lease ends its nested holds at once, with
+// the outer's reason; their Unlock then reports it.
+func TestReentrantOuterEndEndsNested(t *testing.T) {
+	drv := memdriver.New()
+	c := newMemLocker(t, drv)
+	ctx := ctxTimeout(t, 10*time.Second)
+
+	outer, err := c.Lock(ctx, "released")
+	if err != nil {
+		t.Fatal(err)
+	}
+	inner, err := c.Lock(outer.Context(), "released")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := outer.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-inner.Done():
+	default:
+		t.Fatal("nested Done still open after the outer Unlock returned")
+	}
+	if !errors.Is(inner.Err(), dlock.ErrReleased) || !errors.Is(context.Cause(inner.Context()), dlock.ErrReleased) {
+		t.Fatalf("nested Err %v, cause %v", inner.Err(), context.Cause(inner.Context()))
+	}
+	if err := inner.Unlock(ctx); err != nil {
+		t.Fatalf("nested Unlock after the outer's: %v", err)
+	}
+
+	const ttl = 60 * time.Millisecond
+	outer, err = c.Lock(ctx, "lost", dlock.WithTTL(ttl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	inner, err = c.Lock(outer.Context(), "lost")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := drv.ForceRelease(ctx, "lost"); !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	waitDone(t, inner, 20*ttl) // the next renewal finds the lock gone
+	if !errors.Is(inner.Err(), dlock.ErrLockLost) || !errors.Is(outer.Err(), dlock.ErrLockLost) {
+		t.Fatalf("nested Err %v, outer Err %v", inner.Err(), outer.Err())
+	}
+	for range 2 {
+		if err := inner.Unlock(ctx); !errors.Is(err, dlock.ErrNotHeld) {
+			t.Fatalf("nested Unlock after the lock was lost: %v, want ErrNotHeld", err)
+		}
+	}
+	if n := inner.Holds(); n != 0 {
+		t.Fatalf("Holds of an ended lease = %d", n)
+	}
+}
+
+// A nested hold's Context still carries every lease its Lock ctx descended
+// from: A, then B under A, then A nested under B, then B nested under
+// that — no Lock waits for its own caller's lock.
+func TestReentrantAcrossKeys(t *testing.T) {
+	c := newMemLocker(t, memdriver.New())
+	ctx := ctxTimeout(t, 5*time.Second)
+	a, err := c.Lock(ctx, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := c.Lock(a.Context(), "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Nested() || b.Token() == a.Token() {
+		t.Fatalf("another key under a lease: nested %v, token %d (a's %d)", b.Nested(), b.Token(), a.Token())
+	}
+	a2, err := c.Lock(b.Context(), "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b2, err := c.Lock(a2.Context(), "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !a2.Nested() || !b2.Nested() || a2.Token() != a.Token() || b2.Token() != b.Token() {
+		t.Fatalf("nested: a2 %v/%d, b2 %v/%d; want a %d, b %d", a2.Nested(), a2.Token(), b2.Nested(), b2.Token(), a.Token(), b.Token())
+	}
+	if a.Holds() != 2 || b.Holds() != 2 {
+		t.Fatalf("Holds a %d, b %d; want 2 and 2", a.Holds(), b.Holds())
+	}
+	// b2 is a child of b's Context, not of a2's: ending a ends a2 and,
+	// through b's Context (a child of a's), b and b2 stay until b ends.
+	if err := b.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if b2.Err() == nil || a2.Err() != nil || a.Err() != nil {
+		t.Fatalf("after b's Unlock: b2 %v, a2 %v, a %v", b2.Err(), a2.Err(), a.Err())
+	}
+	if err := a.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if a2.Err() == nil {
+		t.Fatal("a2 outlived a")
+	}
+}
+
+// Leases of different Clients never nest: a Lock of another Client under
+// the lease's Context waits like any stranger, and TryLock is refused.
+func TestReentrantNotAcrossClients(t *testing.T) {
+	drv := memdriver.New()
+	c1, c2 := newMemLocker(t, drv), newMemLocker(t, drv.Connect())
+	ctx := ctxTimeout(t, 5*time.Second)
+	l, err := c1.Lock(ctx, "shared")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c2.TryLock(l.Context(), "shared"); !errors.Is(err, dlock.ErrNotAcquired) {
+		t.Fatalf("TryLock of another Client under the lease: %v, want ErrNotAcquired", err)
+	}
+	short, cancel := context.WithTimeout(l.Context(), 50*time.Millisecond)
+	defer cancel()
+	if _, err := c2.Lock(short, "shared"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Lock of another Client under the lease: %v, want DeadlineExceeded", err)
+	}
+	if l.Holds() != 1 {
+		t.Fatalf("Holds = %d", l.Holds())
+	}
+}
+
+// WithoutReentry on the nested call, or on the outer lease, makes the
+// nested Lock fail at once with ErrReentry, instead of waiting for its own
+// lock; a Lock of another key under it is unaffected.
+func TestWithoutReentry(t *testing.T) {
+	c := newMemLocker(t, memdriver.New())
+	ctx := ctxTimeout(t, 5*time.Second)
+	l, err := c.Lock(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Lock(l.Context(), "k", dlock.WithoutReentry()); !errors.Is(err, dlock.ErrReentry) {
+		t.Fatalf("Lock WithoutReentry under the lease: %v, want ErrReentry", err)
+	}
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	strict, err := c.Lock(ctx, "k", dlock.WithoutReentry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Lock(strict.Context(), "k"); !errors.Is(err, dlock.ErrReentry) {
+		t.Fatalf("Lock under a lease taken WithoutReentry: %v, want ErrReentry", err)
+	}
+	if _, err := c.TryLock(strict.Context(), "k"); !errors.Is(err, dlock.ErrReentry) {
+		t.Fatalf("TryLock under a lease taken WithoutReentry: %v, want ErrReentry", err)
+	}
+	other, err := c.Lock(strict.Context(), "other")
+	if err != nil || other.Nested() {
+		t.Fatalf("another key under it: %v, nested %v", err, other != nil && other.Nested())
+	}
+	if strict.Holds() != 1 || strict.Err() != nil {
+		t.Fatalf("refused re-entries changed the lease: Holds %d, Err %v", strict.Holds(), strict.Err())
+	}
+}
+
+// A nested Lock honours its ctx; bad options are still errors; a lease
+// that ended is not re-entered (its Context is done).
+func TestReentrantEdges(t *testing.T) {
+	c := newMemLocker(t, memdriver.New())
+	ctx := ctxTimeout(t, 5*time.Second)
+	l, err := c.Lock(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done, cancel := context.WithCancel(l.Context())
+	cancel()
+	if _, err := c.Lock(done, "k"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("nested Lock with a done ctx: %v", err)
+	}
+	if _, err := c.Lock(l.Context(), "k", dlock.WithTTL(-1)); !errors.Is(err, dlock.ErrInvalidTTL) {
+		t.Fatalf("nested Lock with a bad TTL: %v", err)
+	}
+	if l.Holds() != 1 {
+		t.Fatalf("Holds = %d after failed nested calls", l.Holds())
+	}
+	inner, err := c.Lock(l.Context(), "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	//lint:ignore SA1012 a nil context is the bad input under test
+	if err := inner.Unlock(nil); !errors.Is(err, dlock.ErrInvalidArgument) {
+		t.Fatalf("nested Unlock(nil): %v", err)
+	}
+	if inner.Err() == nil || l.Holds() != 1 {
+		t.Fatalf("nested Unlock(nil) did not end the hold: Err %v, Holds %d", inner.Err(), l.Holds())
+	}
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Lock(l.Context(), "k"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Lock under an ended lease: %v, want its ctx error", err)
+	}
+	// Only its values left: a new acquisition, not a nested one.
+	fresh, err := c.Lock(context.WithoutCancel(l.Context()), "k")
+	if err != nil || fresh.Nested() || fresh.Token() == l.Token() {
+		t.Fatalf("Lock under an ended lease's values: %v", err)
+	}
+}
+
+// Close ends nested holds with the outer lease: ErrClosed.
+func TestReentrantClose(t *testing.T) {
+	c, err := dlock.New(memdriver.New(), dlock.WithLogger(quietLogger()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxTimeout(t, 5*time.Second)
+	outer, err := c.Lock(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	inner, err := c.Lock(outer.Context(), "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(inner.Err(), dlock.ErrClosed) {
+		t.Fatalf("nested Err after Close: %v", inner.Err())
+	}
+	if err := inner.Unlock(ctx); !errors.Is(err, dlock.ErrClosed) {
+		t.Fatalf("nested Unlock after Close: %v, want ErrClosed", err)
+	}
+}
