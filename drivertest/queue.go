@@ -22,6 +22,7 @@ var queueTests = []subtest{
 	{"GrantTTL", testQueueGrantTTL, true},
 	{"Inspect", testQueueInspect, true},
 	{"BadInput", testQueueBadInput, true},
+	{"AcquireAll", testQueueAcquireAll, true},
 }
 
 // qenv is an env with the driver's Queuer and one grant inbox.
@@ -463,5 +464,43 @@ func testQueueBadInput(t *testing.T, h Harness) {
 	}
 	if _, ok, _ := e.q.InspectQueue(e.ctx, key); ok {
 		t.Errorf("a refused request left something in the queue")
+	}
+}
+
+// testQueueAcquireAll: a multi-lock acquisition (driver.MultiAcquirer)
+// refuses a name held by a reader or with waiters, as Acquire does, takes
+// nothing then, and takes the name once it is free (a remembered release
+// does not keep it busy).
+func testQueueAcquireAll(t *testing.T, h Harness) {
+	e := newQEnv(t, h)
+	ma, ok := e.d.(driver.MultiAcquirer)
+	if !ok {
+		t.Skip("driver does not implement driver.MultiAcquirer")
+	}
+	// One hash tag, so that a Cluster takes both in one step.
+	a, b := "{"+e.key("all")+"}:a", "{"+e.key("all")+"}:b"
+	if !ma.Atomic([]string{a, b}) {
+		t.Skip("the driver cannot take these keys atomically")
+	}
+	reqs := func() []driver.AcquireRequest {
+		return []driver.AcquireRequest{e.req(a, newID(), e.ttl(longTTL)), e.req(b, newID(), e.ttl(longTTL))}
+	}
+	r := e.granted(a, driver.ModeShared, 0)
+	res, err := ma.AcquireAll(e.ctx, reqs())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Acquired || res.Busy != 0 {
+		t.Fatalf("AcquireAll over a reader's name: acquired %v busy %d, want busy 0", res.Acquired, res.Busy)
+	}
+	lb := e.acquire(b, e.ttl(longTTL)) // the refused request took nothing
+	e.releaseOne(lb, driver.Released)
+	e.releaseKind(driver.KindRead, r)
+	res, err = ma.AcquireAll(e.ctx, reqs())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Acquired || len(res.Tokens) != 2 {
+		t.Fatalf("AcquireAll once the reader left: %+v, want acquired", res)
 	}
 }

@@ -30,13 +30,21 @@ func (d *Driver) AcquireAll(ctx context.Context, reqs []driver.AcquireRequest) (
 	return run(ctx, d, OpAcquireAll, func(s *store, now time.Time) (driver.AcquireAllResult, error) {
 		s.tick(now)
 		for i, r := range reqs {
-			if l, ok := s.live(r.Key, now); ok && l.id != r.ID {
+			s.settle(r.Key, now) // an expiry may have granted a queued waiter
+			l, held := s.live(r.Key, now)
+			busy := held && l.id != r.ID
+			retry := max(l.expires.Sub(now), 0)
+			if !held {
+				// Queued leases of the name: taking it would jump the queue.
+				retry, busy = s.busy(r.Key, now)
+			}
+			if busy {
 				for _, own := range reqs {
 					if o, ok := s.live(own.Key, now); ok && o.id == own.ID {
 						s.release(driver.ReleaseRequest{Key: own.Key, ID: own.ID}, now)
 					}
 				}
-				return driver.AcquireAllResult{Busy: i, RetryAfter: max(l.expires.Sub(now), 0)}, nil
+				return driver.AcquireAllResult{Busy: i, RetryAfter: retry}, nil
 			}
 		}
 		tokens := make([]uint64, len(reqs))

@@ -8,11 +8,27 @@
 -- string: a table reply costs Redis more); when busy, the table
 -- {i, PTTL of lock i} (PTTL is TTL_UNKNOWN when not asked for).
 local n = #KEYS / 2
-local vals = redis.call('MGET', unpack(KEYS)) -- lock i at 2i-1, its last at 2i
+-- With the locks and their last releases, the same MGET reads the queue
+-- markers (queue_lib.lua): a name with queued leases (fair waiters,
+-- readers, permits) is not free, as in acquire.lua.
+local names = {}
+for i = 1, #KEYS do
+  names[i] = KEYS[i]
+end
+for i = 1, n do
+  names[2 * n + i] = KEYS[2 * i - 1] .. ':q'
+end
+local vals = redis.call('MGET', unpack(names)) -- lock i at 2i-1, its last at 2i, its marker at 2n+i
 
 for i = 1, n do
   local v = vals[2 * i - 1]
-  if v and not owns(v, ARGV[3 * i - 1]) then
+  local byQueue = false
+  if not v and vals[2 * n + i] then
+    local Q = queue_lib()
+    local now, t = Q.now_ms()
+    byQueue = Q.settle(Q.keys(KEYS[2 * i - 1]), now, t) or redis.call('EXISTS', KEYS[2 * i - 1]) == 1
+  end
+  if byQueue or (v and not owns(v, ARGV[3 * i - 1])) then
     -- Busy. Locks of ours are an earlier try of this same request whose
     -- reply was lost, partly undone since (one of its locks expired and
     -- was taken): release them as release.lua does, so that nothing of a
@@ -24,7 +40,7 @@ for i = 1, n do
       end
     end
     local pttl = __TTL_UNKNOWN__
-    if ARGV[1] == '1' then
+    if ARGV[1] == '1' and not byQueue then
       pttl = redis.call('PTTL', KEYS[2 * i - 1])
     end
     return {i, pttl}

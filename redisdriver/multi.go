@@ -14,7 +14,7 @@ import (
 //go:embed acquire_all.lua
 var acquireAllLua string
 
-var acquireAllScript = newScript("acquire_all", acquireAllLua)
+var acquireAllScript = newScript("acquire_all", queueLibLua+acquireAllLua)
 
 var _ driver.MultiAcquirer = (*Driver)(nil)
 
