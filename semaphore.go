@@ -58,7 +58,11 @@ func (s *Semaphore) N() int { return s.n }
 
 // Acquire takes a permit, waiting as long as ctx allows: until fewer than
 // N permits are held and every caller queued before it has been served or
-// has given up. Waiting follows release notifications, like Client.Lock.
+// has given up. The store grants it in the same step as the release that
+// frees a permit, and tells this Client; no polling. Under the context of
+// a permit of this semaphore it takes a second permit; under a lease of
+// the lock or read-write lock of the same name it returns ErrReentry, as
+// it would wait for that lease.
 func (s *Semaphore) Acquire(ctx context.Context, opts ...LockOption) (*Lease, error) {
 	if err := s.check(); err != nil {
 		return nil, err
