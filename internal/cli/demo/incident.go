@@ -20,9 +20,10 @@ import (
 // charges again: with the lock alone the order is processed twice. With
 // fencing, the order store has seen B's higher token and refuses A's.
 //
-// Each column is an incidentStrategy. Exactly-once processing
-// (idempotency) is the next column: a strategy whose store also refuses a
-// second completion of the same order, added to incidentStrategies.
+// Each column is an incidentStrategy. The third adds exactly-once
+// processing (package once): a record per order, claimed under the
+// lease's token and completed with the charge, so a duplicate is answered
+// from the record and a stale holder can record nothing.
 
 // incidentOrders is how many orders the incident replays, all at once.
 const incidentOrders = 5
@@ -41,12 +42,14 @@ type incidentStore interface {
 type incidentStrategy struct {
 	name     string
 	newStore func(inst *incidentInstance) (incidentStore, error)
+	records  bool // the store keeps exactly-once records (recordChecker)
 }
 
 // incidentStrategies are the columns, left to right.
 var incidentStrategies = []incidentStrategy{
 	{name: "lock only", newStore: newLockOnlyStore},
 	{name: "lock + fencing", newStore: newFencedStore},
+	{name: "lock + fencing + idempotency", newStore: newOnceStore, records: true},
 }
 
 // IncidentColumn is what one strategy measured.
@@ -64,9 +67,15 @@ type IncidentColumn struct {
 	StaleRejected int `json:"stale_charges_rejected"`
 	// Paused counts holders frozen past their TTL; LeasesLost those that
 	// learned (too late to matter) that their lease had ended.
-	Paused     int     `json:"holders_paused_past_ttl"`
-	LeasesLost int     `json:"leases_lost"`
-	Seconds    float64 `json:"seconds"`
+	// Records counts orders whose exactly-once record holds the stored
+	// result; StaleRecordsRefused the stale holders' attempts to record an
+	// outcome that the record's token check refused (once.ErrClaimLost).
+	// Both are -1 for strategies without records.
+	Records             int     `json:"orders_with_stored_result"`
+	StaleRecordsRefused int     `json:"stale_records_refused"`
+	Paused              int     `json:"holders_paused_past_ttl"`
+	LeasesLost          int     `json:"leases_lost"`
+	Seconds             float64 `json:"seconds"`
 }
 
 // Incident is the outcome of the incident replay.
@@ -160,6 +169,9 @@ func (r *incidentRun) run(ctx context.Context) (IncidentColumn, error) {
 		return IncidentColumn{}, err
 	}
 	r.col.Strategy, r.col.Orders = r.strategy.name, incidentOrders
+	if !r.strategy.records {
+		r.col.Records, r.col.StaleRecordsRefused = -1, -1
+	}
 	r.col.Seconds = time.Since(start).Seconds()
 	return r.col, nil
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/dlockio/dlock"
 	"github.com/dlockio/dlock/fence"
 	"github.com/dlockio/dlock/fence/redisfence"
+	"github.com/dlockio/dlock/once"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -102,6 +103,15 @@ func (r *incidentRun) replay(ctx context.Context, order string) error {
 	if err != nil {
 		return err
 	}
+	if rc, ok := a.store.(recordChecker); ok {
+		stored, err := rc.completed(ctx, order)
+		if err != nil {
+			return err
+		}
+		if stored {
+			r.count(func(c *IncidentColumn) { c.Records++ })
+		}
+	}
 	r.count(func(c *IncidentColumn) {
 		if n > 0 {
 			c.Charged++
@@ -152,6 +162,9 @@ func (r *incidentRun) process(ctx context.Context, in *incidentInstance, order s
 	switch {
 	case errors.Is(err, fence.ErrStaleToken):
 		r.p.printf("%s: %s: the store refused %s's stale charge: %v", r.label, order, in.name, err)
+		if errors.Is(err, once.ErrClaimLost) {
+			r.count(func(c *IncidentColumn) { c.StaleRecordsRefused++ })
+		}
 		return refused, nil
 	case err != nil:
 		return skipped, err

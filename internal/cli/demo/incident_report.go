@@ -29,6 +29,18 @@ func (inc *Incident) writeTable(b *strings.Builder) {
 	add("holders paused past their TTL", func(c IncidentColumn) string { return itoa(c.Paused) })
 	add("stale charges accepted", func(c IncidentColumn) string { return itoa(c.StaleAccepted) })
 	add("stale charges rejected (ErrStaleToken)", func(c IncidentColumn) string { return itoa(c.StaleRejected) })
+	add("orders with a stored result", func(c IncidentColumn) string {
+		if c.Records < 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%d/%d", c.Records, c.Orders)
+	})
+	add("stale outcomes refused (ErrClaimLost)", func(c IncidentColumn) string {
+		if c.StaleRecordsRefused < 0 {
+			return "-"
+		}
+		return itoa(c.StaleRecordsRefused)
+	})
 	add("run time", func(c IncidentColumn) string { return secs(c.Seconds) })
 
 	width := make([]int, len(rows[0]))
@@ -46,5 +58,6 @@ func (inc *Incident) writeTable(b *strings.Builder) {
 	}
 	b.WriteString("\nThe lock cannot stop a paused holder: its lease ended while it was frozen, and it\n")
 	b.WriteString("only learns so after it has acted. The fenced store (fence/redisfence) has seen B's\n")
-	b.WriteString("higher token and refuses A's charge.\n")
+	b.WriteString("higher token and refuses A's charge. With idempotency (package once) the order's\n")
+	b.WriteString("record also holds B's result for every later duplicate, and A cannot overwrite it.\n")
 }

@@ -1,0 +1,76 @@
+package election_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/dlockio/dlock/election"
+)
+
+// Observe reports the current leader first, then each change: a local
+// campaign at once, another process's within the poll interval, nobody as
+// the zero Leader. A reader that falls behind gets the latest value.
+func TestObserve(t *testing.T) {
+	cs, _ := memClients(t, 2)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	a := newElection(t, cs[0], "a", election.WithPollInterval(time.Hour)) // local changes only
+	b := newElection(t, cs[1], "b")
+	obs := a.Observe(ctx)
+	if l := recv(t, obs, 5*time.Second, "the first observation"); l.Term != 0 {
+		t.Fatalf("first observation %+v, want nobody", l)
+	}
+	la, err := a.Campaign(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := recv(t, obs, 5*time.Second, "a's campaign"); l.Term != la.Term() || l.Identity != "a" {
+		t.Fatalf("observed %+v, want a's term %d", l, la.Term())
+	}
+	if err := la.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if l := recv(t, obs, 5*time.Second, "a's resignation"); l.Term != 0 {
+		t.Fatalf("observed %+v after resigning, want nobody", l)
+	}
+
+	// Another process, seen by polling.
+	fast := newElection(t, cs[0], "watcher", election.WithPollInterval(20*time.Millisecond))
+	fobs := fast.Observe(ctx)
+	recv(t, fobs, 5*time.Second, "the polling observer's first value")
+	lb, err := b.Campaign(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := recv(t, fobs, 5*time.Second, "b's campaign, by polling"); l.Term != lb.Term() || l.Identity != "b" {
+		t.Fatalf("observed %+v, want b's term %d", l, lb.Term())
+	}
+	// Not read for three changes: the next read is the latest.
+	for range 3 {
+		if err := lb.Resign(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if lb, err = b.Campaign(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.After(5 * time.Second)
+	for {
+		select {
+		case l := <-fobs:
+			if l.Term == lb.Term() {
+				lb.Resign(ctx)
+				cancel()
+				for range fobs { // closed once ctx ends
+				}
+				return
+			}
+			if l.Term > lb.Term() {
+				t.Fatalf("observed term %d above the latest %d", l.Term, lb.Term())
+			}
+		case <-deadline:
+			t.Fatalf("latest term %d not observed", lb.Term())
+		}
+	}
+}

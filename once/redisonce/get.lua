@@ -1,0 +1,2 @@
+-- KEYS[1] record. Returns the record, or nil.
+return record(KEYS[1])
