@@ -86,6 +86,9 @@ func (c *Client) TryLock(ctx context.Context, key string, opts ...LockOption) (*
 	if err != nil {
 		return nil, err
 	}
+	if err := c.refuseNested(ctx, key, modeExclusive); err != nil {
+		return nil, err
+	}
 	head := marks(ctx)
 	if l, ok, err := c.reenter(ctx, head, key, lc); ok {
 		return l, err
@@ -115,6 +118,9 @@ func (c *Client) TryLock(ctx context.Context, key string, opts ...LockOption) (*
 func (c *Client) Lock(ctx context.Context, key string, opts ...LockOption) (*Lease, error) {
 	req, lc, err := c.prepare(ctx, key, opts)
 	if err != nil {
+		return nil, err
+	}
+	if err := c.refuseNested(ctx, key, modeExclusive); err != nil {
 		return nil, err
 	}
 	head := marks(ctx)

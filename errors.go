@@ -27,6 +27,11 @@ var (
 	// ErrBackend: the store could not be reached or failed. The wrapped error
 	// carries the driver's cause.
 	ErrBackend = engine.ErrBackend
+	// ErrUpgrade: the write lock of a name (RWMutex.Lock, Client.Lock) was
+	// asked for under a context derived from a read lease of that name that
+	// is still held — an upgrade, which would wait for that reader forever.
+	// Release the read lease first (see RWMutex.Lock).
+	ErrUpgrade = errors.New("dlock: write lock requested under a read lease of the same name (upgrade)")
 	// ErrUnsupported: the driver does not offer the operation (for example
 	// Inspect on a driver without operator functions).
 	ErrUnsupported = errors.New("dlock: not supported by this driver")

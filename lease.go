@@ -46,7 +46,17 @@ func (l *Lease) Key() string { return l.h.Key() }
 // including after expiry, a forced release, or a store restart (see the
 // driver for what it assumes); pass it to the protected resource and have
 // it reject tokens lower than the highest it has seen.
+//
+// That holds for the lock and for the write lease of a RWMutex. A read
+// lease's token is the write epoch it reads (see RWMutex), and a permit's
+// token has no meaning (see Semaphore).
 func (l *Lease) Token() uint64 { return l.h.Token() }
+
+// ID returns the acquisition's random owner id (128 bits, hex): what the
+// store records the lease under, and what operators see as the holder's
+// id (HolderInfo.ID, dlock status). It tells permits of a semaphore
+// apart, whose tokens may repeat.
+func (l *Lease) ID() string { return l.h.ID() }
 
 // TTL returns the lock's time-to-live in the store.
 func (l *Lease) TTL() time.Duration { return l.h.TTL() }

@@ -58,7 +58,7 @@ func run() error {
 	var (
 		duration   = flag.Duration("duration", 5*time.Second, "measured time per peer and cycle workload, split into rounds")
 		rounds     = flag.Int("rounds", 10, "interleaved rounds per cycle workload")
-		workloads  = flag.String("workloads", "serial,uncontended,handoff,contended,held", "comma-separated workloads to run")
+		workloads  = flag.String("workloads", "serial,uncontended,handoff,contended,held", "comma-separated workloads to run (also: rwlock, semaphore)")
 		peersFlag  = flag.String("peers", "dlock,raw,redislock,redsync,rueidislock,etcd", "comma-separated peers to run")
 		smoke      = flag.Bool("smoke", false, "run every workload briefly with small lease counts (for CI)")
 		redisAddr  = flag.String("redis", "", "use this Redis server (host:port; it is flushed) instead of starting one")
@@ -93,7 +93,7 @@ func run() error {
 	}
 	wanted := splitList(*workloads)
 	for _, w := range wanted {
-		if w != "held" && !slices.ContainsFunc(cycleWorkloads, func(s cycleSpec) bool { return s.name == w }) {
+		if w != "held" && !slices.Contains(sharedWorkloads, w) && !slices.ContainsFunc(cycleWorkloads, func(s cycleSpec) bool { return s.name == w }) {
 			return fmt.Errorf("unknown workload %q", w)
 		}
 	}
@@ -154,6 +154,13 @@ func run() error {
 	}
 	if slices.Contains(wanted, "held") {
 		b.runHeldWorkload(peers).write(out)
+	}
+	// shared.go: dlock against its raw Lua baseline, whatever -peers says.
+	if slices.Contains(wanted, "rwlock") {
+		b.runRWWorkload(sharedPeers(*retry)).write(out)
+	}
+	if slices.Contains(wanted, "semaphore") {
+		b.runSemWorkload(sharedPeers(*retry)).write(out)
 	}
 	b.targets(out)
 	return nil

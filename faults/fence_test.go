@@ -20,15 +20,29 @@ import (
 // Each call is appended to a log inside the same script, so the log is the
 // register's own order of events, the ground truth the checker works from
 // (including calls whose reply a killed worker never saw).
+//
+// A read lease's read ('q') is accepted when its token is not below the
+// highest write-side token and raises the highest read token; a write-side
+// call must then carry a token above every read token too (docs/rwlock.md:
+// a writer that was paused past its lease must not write after a reader of
+// a later epoch has read). Without 'q' calls that second bound is 0.
 var fenceScript = redis.NewScript(`
--- KEYS[1] value, KEYS[2] highest token seen, KEYS[3] log
--- ARGV[1] 'r' or 'w', ARGV[2] token, ARGV[3] acquisition id, ARGV[4] new value
+-- KEYS[1] value, KEYS[2] highest token seen, KEYS[3] log, KEYS[4] highest read-lease token
+-- ARGV[1] 'r', 'w' or 'q', ARGV[2] token, ARGV[3] acquisition id, ARGV[4] new value
 -- Returns {accepted 0/1, value before the call}.
 local top = tonumber(redis.call('GET', KEYS[2]) or '0')
+local topR = tonumber(redis.call('GET', KEYS[4]) or '0')
 local tok = tonumber(ARGV[2])
 local cur = tonumber(redis.call('GET', KEYS[1]) or '0')
 local ok = 0
-if tok >= top then
+if ARGV[1] == 'q' then
+  if tok >= top then
+    ok = 1
+    if tok > topR then
+      redis.call('SET', KEYS[4], ARGV[2])
+    end
+  end
+elseif tok >= top and (topR == 0 or tok > topR) then
   ok = 1
   if tok > top then
     redis.call('SET', KEYS[2], ARGV[2])
@@ -50,7 +64,7 @@ type fenceClient struct {
 }
 
 func (f fenceClient) keys() []string {
-	return []string{fenceName + ":value", fenceName + ":top", fenceName + ":log"}
+	return []string{fenceName + ":value", fenceName + ":top", fenceName + ":log", fenceName + ":top-read"}
 }
 
 // read returns the counter if tok is not lower than every token seen.

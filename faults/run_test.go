@@ -48,6 +48,10 @@ type run struct {
 	proxies map[string]*switchProxy
 	lagged  map[string]*redistest.Proxy
 	spawned int
+
+	roles       []string // shared_test.go: worker i takes roles[i % len(roles)]
+	permits     int
+	workerRoles map[string]string // worker name -> role
 }
 
 func newRun(t *testing.T, sc scenario, kind string, m mode) *run {
@@ -89,11 +93,18 @@ func (r *run) stallAfter() time.Duration { return 4*r.sc.ttl + 2*time.Second }
 // spawn starts a new worker doing iters iterations.
 func (r *run) spawn(iters int) {
 	name := fmt.Sprintf("w%d", r.spawned)
-	r.spawned++
 	cfg := workerConfig{
 		Name: name, Kind: r.kind, LockAddr: r.dial(name), FenceAddr: r.fence.Addr(),
 		Iters: iters, TTL: r.sc.ttl, Hold: r.sc.hold, Think: r.sc.think(), GiveUp: 10 * time.Minute,
 	}
+	if len(r.roles) > 0 {
+		cfg.Role, cfg.Permits = r.roles[r.spawned%len(r.roles)], r.permits
+		if r.workerRoles == nil {
+			r.workerRoles = map[string]string{}
+		}
+		r.workerRoles[name] = cfg.Role
+	}
+	r.spawned++
 	r.procs[name] = startWorker(r.t, r.hub, r.dir, cfg)
 	r.iters[name] = iters
 }

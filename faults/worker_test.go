@@ -38,6 +38,11 @@ type workerConfig struct {
 	Hold      time.Duration `json:"hold"`
 	Think     time.Duration `json:"think"`   // pause between iterations
 	GiveUp    time.Duration `json:"give_up"` // a last resort: the harness detects a stuck lock first
+	// Role, for dlock only: "" takes Client.Lock; roleReader, roleWriter and
+	// rolePermit take the read-write lock or a semaphore of Permits (see
+	// shared_test.go).
+	Role    string `json:"role,omitempty"`
+	Permits int    `json:"permits,omitempty"`
 }
 
 // Event kinds. Workers report acq, read, write, end, err and stuck; the
@@ -124,6 +129,9 @@ func workerMain(raw string) int {
 		}
 		defer c.Close()
 		w.lock = dlockLock{c}
+		if cfg.Role != "" {
+			w.lock = sharedLock{c: c, role: cfg.Role, permits: cfg.Permits}
+		}
 	default:
 		fmt.Fprintln(os.Stderr, "unknown lock kind", cfg.Kind)
 		return 2
@@ -170,7 +178,7 @@ func (w *worker) iteration(id string) bool {
 		w.emit(event{K: evErr, A: id, N: "lock: " + err.Error()})
 		time.Sleep(w.cfg.TTL / 20) // back off from a failing store
 	}
-	w.emit(event{K: evAcq, A: id, Tok: h.token(), Ord: h.order()})
+	w.emit(event{K: evAcq, A: id, Tok: h.token(), Ord: h.order(), N: w.cfg.Role})
 	// Generous timeouts: a pause or partition must reach the register, not
 	// be cut short by the worker.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -194,6 +202,10 @@ func (w *worker) iteration(id string) bool {
 // write: any pause or delay during the work reaches the register, where only
 // the fencing token can stop it.
 func (w *worker) criticalSection(ctx context.Context, id string, h held) {
+	if w.cfg.Role == roleReader || w.cfg.Role == rolePermit {
+		w.sharedSection(ctx, id, h)
+		return
+	}
 	t0 := now()
 	ok, v, err := w.fence.read(ctx, id, h.token())
 	e := event{K: evRead, A: id, T0: t0, OK: ok, V: v}

@@ -25,10 +25,13 @@ Shows who holds the lock KEY: the holder's own fencing token (the
 DLOCK_TOKEN its command was given; on Redis the holder's token is also the
 newest one issued for KEY, since a token is issued only to an acquisition),
 its host, pid and meta text, how long it has been held and how long its TTL
-has left. Waiters are not shown: the store does not record them.
+has left. Waiters of a plain run are not shown: the store does not record
+them. A KEY with readers (run --shared), permits (run --permits) or queued
+waiters is shown as its holders and its waiters in queue order instead
+(--json: see below).
 Exit status 0 when held, 1 when free, 69 when the store does not answer
 within --timeout.
-` + jsonHelp
+` + jsonHelp + queueJSONHelp
 
 const listUsage = `Usage: dlock list [--json] [--timeout D] [PREFIX]
 
@@ -195,16 +198,24 @@ func statusCommand(ctx context.Context, s *invocation, o operatorFlags, args []s
 		return err
 	}
 	var info dlock.LockInfo
-	var held bool
+	var held, queued bool
+	var q dlock.QueueInfo
 	err = s.withClient(ctx, *o.timeout, func(ctx context.Context, c *dlock.Client) (err error) {
 		if err := checkKey(c, key); err != nil {
 			return err
 		}
-		info, held, err = c.Inspect(ctx, key)
+		if info, held, err = c.Inspect(ctx, key); err != nil {
+			return err
+		}
+		q, queued, err = inspectQueue(ctx, c, key)
 		return err
 	})
 	if err != nil {
 		return err
+	}
+	if queued {
+		// Readers, permits or waiters: shared.go's form.
+		return s.queueStatus(q, *asJSON)
 	}
 	now := time.Now()
 	if *asJSON {

@@ -74,11 +74,14 @@ func runCommand(ctx context.Context, s *invocation, o *runOptions, args []string
 	if err := checkKey(client, key); err != nil {
 		return err
 	}
+	if err := o.kind.check(); err != nil {
+		return err
+	}
 
 	sigs := notifySignals()
 	defer stopSignals(sigs)
 
-	lease, err := acquire(ctx, client, key, *o.ttl, *o.wait, sigs)
+	lease, err := acquire(ctx, client, o.kind, key, *o.ttl, *o.wait, sigs)
 	if err != nil {
 		err = s.badDatabase(s.describeAcquireError(ctx, client, key, o, err))
 		unresponsive = errors.Is(err, dlock.ErrBackend)
@@ -96,9 +99,9 @@ type signalError struct{ sig os.Signal }
 
 func (e signalError) Error() string { return fmt.Sprintf("interrupted by %v", e.sig) }
 
-// acquire takes the lock, giving up after wait (one attempt for 0) or when
-// a signal arrives.
-func acquire(ctx context.Context, c *dlock.Client, key string, ttl time.Duration, wait optionalDuration, sigs <-chan os.Signal) (*dlock.Lease, error) {
+// acquire takes the lock (or the read lease or permit kind asks for),
+// giving up after wait (one attempt for 0) or when a signal arrives.
+func acquire(ctx context.Context, c *dlock.Client, kind leaseKind, key string, ttl time.Duration, wait optionalDuration, sigs <-chan os.Signal) (*dlock.Lease, error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	type result struct {
@@ -113,14 +116,14 @@ func acquire(ctx context.Context, c *dlock.Client, key string, ttl time.Duration
 			// The user did not ask to wait: a store that accepts the
 			// connection but does not answer is reported as promptly.
 			actx, acancel := context.WithTimeout(ctx, attemptTimeout)
-			r.lease, r.err = c.TryLock(actx, key, dlock.WithTTL(ttl))
+			r.lease, r.err = kind.take(actx, c, key, true, dlock.WithTTL(ttl))
 			acancel()
 		case wait.set:
 			wctx, wcancel := context.WithTimeout(ctx, wait.d)
-			r.lease, r.err = c.Lock(wctx, key, dlock.WithTTL(ttl))
+			r.lease, r.err = kind.take(wctx, c, key, false, dlock.WithTTL(ttl))
 			wcancel()
 		default:
-			r.lease, r.err = c.Lock(ctx, key, dlock.WithTTL(ttl))
+			r.lease, r.err = kind.take(ctx, c, key, false, dlock.WithTTL(ttl))
 		}
 		done <- r
 	}()
@@ -150,7 +153,7 @@ func (s *invocation) describeAcquireError(ctx context.Context, c *dlock.Client, 
 	case errors.As(err, &se):
 		return &exitError{code: 128 + signalNumber(se.sig), err: fmt.Errorf("%v while waiting for lock %q", se.sig, key)}
 	case errors.Is(err, dlock.ErrNotAcquired):
-		return conflict("held by another owner" + holderSummary(ctx, c, key))
+		return conflict(o.kind.busy() + holderSummary(ctx, c, key))
 	case wait.set && wait.d == 0 && errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
 		return noAnswer(attemptTimeout)
 	case wait.set && errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:

@@ -20,11 +20,12 @@ type runOptions struct {
 	quiet        *bool
 	verbose      *bool
 	shell        *string
+	kind         leaseKind // --shared, --permits (shared.go)
 }
 
 // defineRun declares run's flags. -n is flock's no-wait, as in
-// flock(1); consul lock's "-n N" (N permits) is spelled --permits here,
-// a name kept for that (see docs/cli.md).
+// flock(1); consul lock's "-n N" (N permits) is spelled --permits here
+// (see docs/cli.md).
 func defineRun(f *flagSet) runFunc {
 	o := declareRunFlags(f)
 	return func(ctx context.Context, s *invocation, args []string) error { return runCommand(ctx, s, o, args) }
@@ -46,6 +47,14 @@ func declareRunFlags(f *flagSet) *runOptions {
 	o.grace = f.duration("grace", "", runGrace, false,
 		"time between SIGTERM and SIGKILL to COMMAND's process group, after a lost lock or to what COMMAND left running")
 	o.meta = f.str("meta", "", "TEXT", "free text stored with the lock for operators", "the command line")
+	// --shared and --permits say what is taken, as -c says what runs: a
+	// variable left exported must not turn an exclusive run into one that
+	// shares, so they have none.
+	o.kind.shared = f.boolean("shared", "s", "take a read lease of the read-write lock KEY: shared with other --shared runs, excluded by plain runs (flock -s)")
+	f.noEnv()
+	o.kind.permits = f.integer("permits", "p", 0, 0, dlock.MaxPermits,
+		"take one of N permits of the semaphore KEY: at most N such runs at once (consul lock -n N)")
+	f.noEnv()
 	o.shell = f.str("command", "c", "STRING", "run STRING with /bin/sh -c instead of a COMMAND after -- (flock -c)", "")
 	f.noEnv()
 	o.verbose = f.boolean("verbose", "v", "log renewal failures to stderr")

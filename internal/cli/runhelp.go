@@ -14,10 +14,23 @@ ended.
 Flags may come before or after KEY, but all before the "--"; everything
 after the "--" is COMMAND. Without "--", flags must precede KEY, except
 with -c (flock's "flock FILE -c STRING" order works). -n is flock's
-no-wait and takes no value ("-n 3" is refused; 3 permits will be
+no-wait and takes no value ("-n 3" is refused; 3 permits are
 --permits 3). Durations are seconds (10, 0.5) or Go durations (1m30s).
 Every flag but -n, -c and --help can be set by its DLOCK_* variable
 (shown below); the command line wins over the variable.
+
+Shared runs: --shared (-s) takes a read lease of the read-write lock KEY
+instead of the lock: any number of --shared runs hold KEY at once, and a
+plain run (which is the write side of the same lock) excludes them and is
+excluded by them. Readers and writers wait in one queue in arrival order,
+so a stream of --shared runs does not starve a plain one. DLOCK_TOKEN is
+then the write epoch the reader sees (see docs/rwlock.md), not a token of
+its own. --permits N (-p N) takes one of N permits of the semaphore KEY:
+at most N such runs hold KEY at once, in arrival order; DLOCK_TOKEN then
+means nothing (status shows each permit's id). Runs that ask with another N
+are each bounded by their own N; a smaller N never ends a running one.
+Every reader and permit is a lease of its own, renewed, and lost, like the
+lock.
 
 Waiting: by default dlock waits for the lock as long as it takes; --wait D
 gives up after D, -n (--wait 0) after one attempt; either way a lock

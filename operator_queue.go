@@ -1,0 +1,43 @@
+package dlock
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/dlockio/dlock/driver"
+	"github.com/dlockio/dlock/internal/engine"
+)
+
+// QueueInfo is what InspectQueue reports about a name: its holders (the
+// readers or the writer of a read-write lock, the permits of a semaphore)
+// and its waiters in queue order.
+type QueueInfo = driver.QueueInfo
+
+// HolderInfo is one holder in a QueueInfo. ID is the holder's Lease.ID,
+// which tells permits apart; a permit's Token has no meaning.
+type HolderInfo = driver.HolderInfo
+
+// WaiterInfo is one waiter in a QueueInfo.
+type WaiterInfo = driver.WaiterInfo
+
+// InspectQueue returns the holders and waiters of the read-write lock or
+// semaphore name (an exclusive holder taken with Lock shows as a holder
+// too), or ok=false when it has neither. It needs a driver that
+// implements driver.Queuer; otherwise it returns ErrUnsupported.
+func (c *Client) InspectQueue(ctx context.Context, name string) (info QueueInfo, ok bool, err error) {
+	if ctx == nil {
+		return QueueInfo{}, false, fmt.Errorf("%w: nil context", ErrInvalidArgument)
+	}
+	q, isQ := c.drv.(driver.Queuer)
+	if !isQ {
+		return QueueInfo{}, false, fmt.Errorf("dlock: inspect queue %q: %w", name, ErrUnsupported)
+	}
+	if err := c.CheckKey(name); err != nil {
+		return QueueInfo{}, false, err
+	}
+	r, err := engine.Call(c.e, ctx, func(ctx context.Context) (found[QueueInfo], error) {
+		info, ok, err := q.InspectQueue(ctx, name)
+		return found[QueueInfo]{info, ok}, err
+	})
+	return r.v, r.ok, c.classify(ctx, "inspect queue", name, err)
+}

@@ -1,0 +1,156 @@
+package dlock_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/dlockio/dlock"
+)
+
+func TestSemaphoreAdmitsNAndNoMore(t *testing.T) {
+	c, _ := newMemClient(t, nil)
+	ctx := ctxTimeout(t, 10*time.Second)
+	s := c.Semaphore("pool", 3)
+	if s.Name() != "pool" || s.N() != 3 {
+		t.Fatalf("handle: %q %d", s.Name(), s.N())
+	}
+	var held []*dlock.Lease
+	ids := map[string]bool{}
+	for i := range 3 {
+		p := got(t)(s.TryAcquire(ctx))
+		if ids[p.ID()] || p.Err() != nil || len(p.ID()) != 32 {
+			t.Fatalf("permit %d: id %q (seen %v), err %v", i, p.ID(), ids[p.ID()], p.Err())
+		}
+		ids[p.ID()] = true
+		held = append(held, p)
+	}
+	q, _, err := c.InspectQueue(ctx, "pool")
+	if err != nil || len(q.Holders) != 3 {
+		t.Fatalf("InspectQueue: %+v %v", q, err)
+	}
+	for _, h := range q.Holders {
+		if !ids[h.ID] {
+			t.Fatalf("operators see permit id %q, not one of the leases' %v", h.ID, ids)
+		}
+	}
+	if _, err := s.TryAcquire(ctx); !errors.Is(err, dlock.ErrNotAcquired) {
+		t.Fatalf("fourth permit: %v, want ErrNotAcquired", err)
+	}
+	unlock(t, held[1])
+	if err := held[1].Unlock(ctx); err != nil {
+		t.Fatalf("second Unlock: %v, want nil", err)
+	}
+	p := got(t)(s.Acquire(ctx))
+	if ids[p.ID()] {
+		t.Fatalf("id %q reused", p.ID())
+	}
+	for _, l := range []*dlock.Lease{held[0], held[2], p} {
+		unlock(t, l)
+	}
+	// Nothing is left held: all three permits are free again.
+	for range 3 {
+		defer unlock(t, got(t)(s.TryAcquire(ctx)))
+	}
+}
+
+// A permit that was lost is not given back by its late Unlock: the
+// permits of the other holders are untouched.
+func TestSemaphoreLostPermitCannotReleaseAnother(t *testing.T) {
+	c, _ := newMemClient(t, nil)
+	ctx := ctxTimeout(t, 10*time.Second)
+	s := c.Semaphore("one", 1)
+	old := got(t)(s.TryAcquire(ctx, dlock.WithTTL(50*time.Millisecond), dlock.WithoutWatchdog()))
+	next := got(t)(s.Acquire(ctx)) // granted once old has expired
+	if old.Err() == nil {
+		t.Fatal("second permit granted while the first is valid")
+	}
+	if err := old.Unlock(ctx); !errors.Is(err, dlock.ErrNotHeld) {
+		t.Fatalf("unlock of the expired permit: %v, want ErrNotHeld", err)
+	}
+	if _, err := s.TryAcquire(ctx); !errors.Is(err, dlock.ErrNotAcquired) {
+		t.Fatalf("after the stale unlock: %v, want ErrNotAcquired (the live permit is held)", err)
+	}
+	unlock(t, next)
+}
+
+// Shrinking N never revokes a held permit; it only delays new grants until
+// fewer than the new N are held. Growing N admits more at once.
+func TestSemaphoreChangingN(t *testing.T) {
+	c, _ := newMemClient(t, nil)
+	ctx := ctxTimeout(t, 10*time.Second)
+	var held []*dlock.Lease
+	for range 3 {
+		held = append(held, got(t)(c.Semaphore("resize", 3).TryAcquire(ctx)))
+	}
+	small := c.Semaphore("resize", 2)
+	if _, err := small.TryAcquire(ctx); !errors.Is(err, dlock.ErrNotAcquired) {
+		t.Fatalf("N=2 with 3 held: %v, want ErrNotAcquired", err)
+	}
+	big := got(t)(c.Semaphore("resize", 5).TryAcquire(ctx))
+	held = append(held, big)
+	for _, l := range held {
+		if l.Err() != nil {
+			t.Fatalf("a held permit ended after N changed: %v", l.Err())
+		}
+	}
+	unlock(t, held[0])
+	unlock(t, held[1])
+	if _, err := small.TryAcquire(ctx); !errors.Is(err, dlock.ErrNotAcquired) {
+		t.Fatalf("N=2 with 2 held: %v, want ErrNotAcquired", err)
+	}
+	// The queue is strictly FIFO: a waiter with the small N at its head
+	// holds back a request with a larger N behind it.
+	wch := acquired(t, func() (*dlock.Lease, error) { return small.Acquire(ctx) })
+	waitInQueue(t, c, "resize", 1)
+	if _, err := c.Semaphore("resize", 5).TryAcquire(ctx); !errors.Is(err, dlock.ErrNotAcquired) {
+		t.Fatalf("N=5 behind a queued N=2 waiter: %v, want ErrNotAcquired", err)
+	}
+	unlock(t, held[2])
+	unlock(t, receive(t, wch, "the N=2 waiter"))
+	p := got(t)(small.TryAcquire(ctx))
+	unlock(t, p)
+	unlock(t, big)
+}
+
+// A holder whose process died (its store connection fails from then on,
+// so it neither renews nor releases) gives its permit back within one TTL.
+func TestSemaphoreDeadHolderReclaimedWithinTTL(t *testing.T) {
+	const ttl = 300 * time.Millisecond
+	dead, store := newMemClient(t, nil)
+	live, _ := newMemClient(t, store)
+	ctx := ctxTimeout(t, 10*time.Second)
+	p := got(t)(dead.Semaphore("crash", 1).Acquire(ctx, dlock.WithTTL(ttl)))
+	died := time.Now()
+	store.SetFault(func(context.Context, string) error { return errors.New("process gone") })
+	q := got(t)(live.Semaphore("crash", 1).Acquire(ctx, dlock.WithTTL(ttl)))
+	took := time.Since(died)
+	if took > ttl+300*time.Millisecond {
+		t.Fatalf("permit reclaimed %v after its holder died, TTL %v", took, ttl)
+	}
+	if p.Err() == nil {
+		t.Fatal("the dead holder's lease still reports held after the permit was given away")
+	}
+	unlock(t, q)
+}
+
+func TestSemaphoreBadInput(t *testing.T) {
+	c, _ := newMemClient(t, nil)
+	ctx := ctxTimeout(t, 10*time.Second)
+	for _, n := range []int{0, -1, dlock.MaxPermits + 1} {
+		if _, err := c.Semaphore("s", n).TryAcquire(ctx); !errors.Is(err, dlock.ErrInvalidArgument) {
+			t.Fatalf("n=%d: %v, want ErrInvalidArgument", n, err)
+		}
+		if _, err := c.Semaphore("s", n).Acquire(ctx); !errors.Is(err, dlock.ErrInvalidArgument) {
+			t.Fatalf("n=%d: %v, want ErrInvalidArgument", n, err)
+		}
+	}
+	if _, err := c.Semaphore("", 2).Acquire(ctx); !errors.Is(err, dlock.ErrInvalidKey) {
+		t.Fatalf("empty name: %v", err)
+	}
+	//lint:ignore SA1012 a nil context is the bad input under test
+	if _, err := c.Semaphore("s", 2).Acquire(nil); !errors.Is(err, dlock.ErrInvalidArgument) {
+		t.Fatalf("nil ctx: %v", err)
+	}
+}

@@ -1,0 +1,88 @@
+package dlock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+
+	"github.com/dlockio/dlock"
+	"github.com/dlockio/dlock/memdriver"
+)
+
+// Readers share a read-write lock; the writer waits for them, and a reader
+// that asks for the write lock under its own lease is refused rather than
+// left waiting for itself.
+func ExampleClient_RWMutex() {
+	locker, err := dlock.New(memdriver.New())
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer locker.Close()
+	ctx := context.Background()
+	catalog := locker.RWMutex("catalog")
+
+	r1, err := catalog.RLock(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	r2, err := catalog.RLock(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	_, err = catalog.TryLock(ctx)
+	fmt.Println("writer while two read:", errors.Is(err, dlock.ErrNotAcquired))
+	_, err = catalog.Lock(r1.Context())
+	fmt.Println("upgrade under a read lease:", errors.Is(err, dlock.ErrUpgrade))
+
+	_ = r1.Unlock(ctx)
+	_ = r2.Unlock(ctx)
+	w, err := catalog.Lock(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("write token above the readers':", w.Token() > r1.Token())
+	_ = w.Unlock(ctx)
+	// Output:
+	// writer while two read: true
+	// upgrade under a read lease: true
+	// write token above the readers': true
+}
+
+// At most N permits are held at once; each permit is a lease of its own.
+func ExampleClient_Semaphore() {
+	locker, err := dlock.New(memdriver.New())
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer locker.Close()
+	ctx := context.Background()
+	encoders := locker.Semaphore("encoders", 2)
+
+	a, err := encoders.Acquire(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	b, err := encoders.Acquire(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	_, err = encoders.TryAcquire(ctx)
+	fmt.Println("third of 2:", errors.Is(err, dlock.ErrNotAcquired))
+
+	q, _, err := locker.InspectQueue(ctx, "encoders")
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("permits held:", len(q.Holders), "- ids differ:", a.ID() != b.ID())
+
+	_ = a.Unlock(ctx)
+	c, err := encoders.TryAcquire(ctx)
+	fmt.Println("after a release:", err == nil)
+	_ = b.Unlock(ctx)
+	_ = c.Unlock(ctx)
+	// Output:
+	// third of 2: true
+	// permits held: 2 - ids differ: true
+	// after a release: true
+}

@@ -1,0 +1,289 @@
+package dlock_test
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/dlockio/dlock"
+	"github.com/dlockio/dlock/driver"
+	"github.com/dlockio/dlock/internal/redistest"
+)
+
+// Real-Redis tests of the read-write lock and the semaphore. A "dead"
+// client is one whose proxy black-holes its traffic: it neither renews nor
+// releases, as a killed process; the kill -9 and SIGSTOP cases with real
+// processes are in the faults package.
+
+// A writer gets in under a steady stream of readers, and no reader that
+// arrived after it was queued overtakes it.
+func TestRedisRWMutexNoWriterStarvation(t *testing.T) {
+	srv := redistest.Start(t)
+	readers, writer := newLocker(t, srv.Addr()), newLocker(t, srv.Addr())
+	ctx := ctxTimeout(t, 30*time.Second)
+	const name = "catalog"
+
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var reads atomic.Int64
+	type grant struct {
+		called time.Time
+		token  uint64
+	}
+	var mu sync.Mutex
+	var grants []grant
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			m := readers.RWMutex(name)
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				called := time.Now()
+				r, err := m.RLock(ctx)
+				if err != nil {
+					t.Errorf("reader: %v", err)
+					return
+				}
+				mu.Lock()
+				grants = append(grants, grant{called, r.Token()})
+				mu.Unlock()
+				reads.Add(1)
+				time.Sleep(5 * time.Millisecond) // the reader's work
+				if err := r.Unlock(ctx); err != nil {
+					t.Errorf("reader unlock: %v", err)
+					return
+				}
+			}
+		}()
+	}
+	// The readers overlap all the time from here on.
+	for reads.Load() < 50 {
+		select {
+		case <-ctx.Done():
+			t.Fatal("readers did not get going")
+		case <-time.After(time.Millisecond):
+		}
+	}
+	queuedBy := make(chan time.Time, 1)
+	granted := make(chan struct{})
+	var watchers sync.WaitGroup
+	watchers.Add(1)
+	go func() {
+		defer watchers.Done()
+		// The moment the store shows the writer queued: every reader that
+		// called RLock after it must come after the writer.
+		for {
+			q, _, err := writer.InspectQueue(ctx, name)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			for _, w := range q.Waiters {
+				if w.Mode == driver.ModeExclusive {
+					queuedBy <- time.Now()
+					return
+				}
+			}
+			select {
+			case <-granted:
+				return
+			case <-time.After(time.Millisecond):
+			}
+		}
+	}()
+	start := time.Now()
+	w, err := writer.RWMutex(name).Lock(ctx)
+	close(granted)
+	watchers.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	waited := time.Since(start)
+	before := reads.Load()
+	time.Sleep(20 * time.Millisecond) // hold the write lock while readers keep asking
+	if reads.Load() != before {
+		t.Fatalf("%d reads granted while the write lock was held", reads.Load()-before)
+	}
+	unlock(t, w)
+	close(stop)
+	wg.Wait()
+	if waited > 2*time.Second {
+		t.Fatalf("writer waited %v under a stream of 5 ms readers", waited)
+	}
+	var queuedAt time.Time
+	select {
+	case queuedAt = <-queuedBy:
+	default:
+		t.Log("the writer was granted before InspectQueue saw it queued")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, g := range grants {
+		if !queuedAt.IsZero() && g.called.After(queuedAt) && g.token < w.Token() {
+			t.Fatalf("a reader that called RLock after the writer was queued got token %d, below the writer's %d: it overtook the writer", g.token, w.Token())
+		}
+	}
+	t.Logf("writer waited %v; %d reads in all", waited, reads.Load())
+}
+
+// A dead reader's share is reclaimed within one TTL; the other reader's
+// lease is untouched, and the writer enters once that one is released.
+func TestRedisRWMutexDeadReaderReclaimed(t *testing.T) {
+	const ttl, liveTTL = 400 * time.Millisecond, 3 * time.Second
+	srv := redistest.Start(t)
+	px := redistest.NewProxy(t, srv.Addr())
+	dead, live, writer := newLocker(t, px.Addr()), newLocker(t, srv.Addr()), newLocker(t, srv.Addr())
+	// Runs before the dead Client's Close, which then need not time out.
+	t.Cleanup(func() { px.Blackhole(false); px.CloseAll() })
+	ctx := ctxTimeout(t, 20*time.Second)
+	const name = "dead-reader"
+
+	rd := got(t)(dead.RWMutex(name).RLock(ctx, dlock.WithTTL(ttl)))
+	// A longer TTL for the live reader, so that a loaded machine's late
+	// renewal cannot pass for the reclaim being wrong.
+	rl := got(t)(live.RWMutex(name).RLock(ctx, dlock.WithTTL(liveTTL)))
+	px.Blackhole(true)
+	died := time.Now()
+	for {
+		q, _, err := writer.InspectQueue(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(q.Holders) == 1 {
+			if q.Holders[0].Token != rl.Token() || q.Holders[0].Mode != driver.ModeShared {
+				t.Fatalf("left holder %+v, want the live reader", q.Holders[0])
+			}
+			break
+		}
+		if time.Since(died) > ttl+300*time.Millisecond {
+			t.Fatalf("dead reader still holds %v after it died (TTL %v): %+v", time.Since(died), ttl, q.Holders)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if rl.Err() != nil {
+		t.Fatalf("live reader ended with the dead one: %v", rl.Err())
+	}
+	waitDone(t, rd, ttl)
+	if !errors.Is(rd.Err(), dlock.ErrLockLost) {
+		t.Fatalf("dead reader's lease: %v, want ErrLockLost", rd.Err())
+	}
+	wch := acquired(t, func() (*dlock.Lease, error) { return writer.RWMutex(name).Lock(ctx) })
+	notYet(t, wch, "writer while a reader holds")
+	unlock(t, rl)
+	unlock(t, receive(t, wch, "writer"))
+}
+
+// A dead permit holder's permit comes back within one TTL, and N+1
+// holders never coexist meanwhile.
+func TestRedisSemaphoreDeadHolderReclaimed(t *testing.T) {
+	const ttl, liveTTL = 400 * time.Millisecond, 3 * time.Second
+	srv := redistest.Start(t)
+	px := redistest.NewProxy(t, srv.Addr())
+	dead, live := newLocker(t, px.Addr()), newLocker(t, srv.Addr())
+	// Runs before the dead Client's Close, which then need not time out.
+	t.Cleanup(func() { px.Blackhole(false); px.CloseAll() })
+	ctx := ctxTimeout(t, 20*time.Second)
+	const name = "pool"
+	p1 := got(t)(dead.Semaphore(name, 2).Acquire(ctx, dlock.WithTTL(ttl)))
+	p2 := got(t)(live.Semaphore(name, 2).Acquire(ctx, dlock.WithTTL(liveTTL)))
+	if p1.ID() == p2.ID() {
+		t.Fatalf("two permits share id %q", p1.ID())
+	}
+	if _, err := live.Semaphore(name, 2).TryAcquire(ctx); !errors.Is(err, dlock.ErrNotAcquired) {
+		t.Fatalf("third permit of 2: %v", err)
+	}
+	px.Blackhole(true)
+	died := time.Now()
+	p3, err := live.Semaphore(name, 2).Acquire(ctx, dlock.WithTTL(ttl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(died)
+	if took > ttl+300*time.Millisecond {
+		t.Fatalf("permit reclaimed %v after its holder died, TTL %v", took, ttl)
+	}
+	if p1.Err() == nil {
+		t.Fatal("a third permit was granted while the dead holder's lease was still valid")
+	}
+	if p2.Err() != nil {
+		t.Fatalf("the live permit ended: %v", p2.Err())
+	}
+	t.Logf("reclaimed after %v (TTL %v)", took, ttl)
+	unlock(t, p2)
+	unlock(t, p3)
+	q, ok, err := live.InspectQueue(ctx, name)
+	if err != nil || ok {
+		t.Fatalf("after every release: %+v ok=%v err=%v, want nothing left", q, ok, err)
+	}
+}
+
+// With append-only persistence, a Redis restart keeps every permit: N+1
+// holders never coexist, and the holders' renewals keep working.
+func TestRedisSemaphoreSurvivesRestart(t *testing.T) {
+	const ttl = 1500 * time.Millisecond
+	srv := redistest.Start(t, redistest.WithArgs("--appendonly", "yes", "--appendfsync", "always"))
+	a, b := newLocker(t, srv.Addr()), newLocker(t, srv.Addr())
+	ctx := ctxTimeout(t, 30*time.Second)
+	const name = "restart-pool"
+	var held []*dlock.Lease
+	for range 3 {
+		held = append(held, got(t)(a.Semaphore(name, 3).Acquire(ctx, dlock.WithTTL(ttl))))
+	}
+	srv.Kill()
+	srv.Restart()
+	for range 3 { // several renewal rounds after the restart
+		if _, err := b.Semaphore(name, 3).TryAcquire(ctx); !errors.Is(err, dlock.ErrNotAcquired) {
+			t.Fatalf("after the restart, a fourth of 3 permits: %v", err)
+		}
+		time.Sleep(ttl / 3)
+	}
+	for _, l := range held {
+		if l.Err() != nil {
+			t.Fatalf("a permit was lost across the restart: %v", l.Err())
+		}
+		unlock(t, l)
+	}
+	unlock(t, got(t)(b.Semaphore(name, 3).TryAcquire(ctx)))
+}
+
+// On a 3-node Cluster: readers share and exclude a writer, permits are
+// counted, and waiters are woken, on names spread over the slots.
+func TestClusterRWMutexAndSemaphore(t *testing.T) {
+	nodes := redistest.StartCluster(t, 3)
+	a, _ := newClusterLocker(t, nodes)
+	b, _ := newClusterLocker(t, nodes)
+	ctx := ctxTimeout(t, 30*time.Second)
+	for i := range 6 {
+		rw := fmt.Sprintf("rw:%d", i)
+		r1 := got(t)(a.RWMutex(rw).RLock(ctx))
+		r2 := got(t)(b.RWMutex(rw).RLock(ctx))
+		if _, err := b.RWMutex(rw).TryLock(ctx); !errors.Is(err, dlock.ErrNotAcquired) {
+			t.Fatalf("%s: TryLock under readers: %v", rw, err)
+		}
+		wch := acquired(t, func() (*dlock.Lease, error) { return b.RWMutex(rw).Lock(ctx) })
+		unlock(t, r1)
+		notYet(t, wch, rw+" writer")
+		unlock(t, r2)
+		unlock(t, receive(t, wch, rw+" writer"))
+
+		sem := fmt.Sprintf("sem:%d", i)
+		p1 := got(t)(a.Semaphore(sem, 2).Acquire(ctx))
+		p2 := got(t)(b.Semaphore(sem, 2).Acquire(ctx))
+		if _, err := a.Semaphore(sem, 2).TryAcquire(ctx); !errors.Is(err, dlock.ErrNotAcquired) {
+			t.Fatalf("%s: third permit: %v", sem, err)
+		}
+		pch := acquired(t, func() (*dlock.Lease, error) { return a.Semaphore(sem, 2).Acquire(ctx) })
+		unlock(t, p1)
+		p3 := receive(t, pch, sem+" waiter")
+		unlock(t, p2)
+		unlock(t, p3)
+	}
+}
