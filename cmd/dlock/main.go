@@ -22,7 +22,7 @@ func main() {
 	redis.SetLogger(silent{})
 	env := cli.OSEnv()
 	env.Version = version
-	os.Exit(cli.Main(context.Background(), os.Args[1:], env))
+	os.Exit(cli.Main(context.Background(), os.Args[1:], env, cli.Options{}))
 }
 
 type silent struct{}

@@ -44,7 +44,8 @@ func runFlags(t *testing.T, env map[string]string, args ...string) (*runOptions,
 	s := &invocation{env: Env{Stdout: &bytes.Buffer{}, Stderr: &bytes.Buffer{}, Getenv: func(k string) string { return env[k] }}}
 	s.cmd = findCommand("run")
 	s.flags = newFlagSet("run")
-	s.flags.add(s.redisSpec())
+	s.stores = newStores(nil, s.env.Getenv)
+	s.flags.add(s.redis().flagSpec())
 	o := declareRunFlags(s.flags)
 	if err := s.flags.applyEnv(s.env.Getenv); err != nil {
 		return o, "", nil, err
@@ -117,11 +118,16 @@ func TestRunShellForm(t *testing.T) {
 // with its variable (unless it has none), and appears in every completion
 // script.
 func TestEveryFlagIsDocumented(t *testing.T) {
-	spec := completionSpec()
+	t.Run("redis only", func(t *testing.T) { testEveryFlagIsDocumented(t, Options{}) })
+	t.Run("with a backend and metrics", func(t *testing.T) { testEveryFlagIsDocumented(t, testOptions(t)) })
+}
+
+func testEveryFlagIsDocumented(t *testing.T, opts Options) {
+	spec := completionSpec(opts)
 	scripts := map[string]string{"bash": bashCompletion(spec), "zsh": zshCompletion(spec), "fish": fishCompletion(spec)}
 	seen := map[string]string{}
 	for _, c := range spec {
-		code, stdout, _ := run(c.name, "--help")
+		code, stdout, _ := runWith(opts, nil, c.name, "--help")
 		if code != 0 {
 			t.Fatalf("%s --help: %d", c.name, code)
 		}
@@ -129,8 +135,9 @@ func TestEveryFlagIsDocumented(t *testing.T) {
 			if !strings.Contains(stdout, "--"+f.name) {
 				t.Errorf("%s --help does not show --%s", c.name, f.name)
 			}
-			wantEnv := !findCommand(c.name).noEnv && f.env
-			if v := "$" + envName(f.name); wantEnv != strings.Contains(stdout, v) && f.name != "redis" {
+			_, isStore := f.value.(*store) // its variable is in its default
+			wantEnv := !findCommand(c.name).noEnv && (f.env || isStore)
+			if v := "$" + envName(f.name); wantEnv != strings.Contains(stdout, v) && !(isStore && c.name == "demo") {
 				t.Errorf("%s --help: %s shown=%v, want %v", c.name, v, !wantEnv, wantEnv)
 			}
 			if prev, ok := seen[f.name]; ok && prev != f.arg {

@@ -20,13 +20,18 @@ type runOptions struct {
 	quiet        *bool
 	verbose      *bool
 	shell        *string
+	metricsAddr  *string // nil unless the binary has a metrics exporter
 }
 
 // defineRun declares run's flags. -n is flock's no-wait, as in
 // flock(1); consul lock's "-n N" (N permits) is spelled --permits here,
 // a name kept for that (see docs/cli.md).
-func defineRun(f *flagSet) runFunc {
+func defineRun(f *flagSet, opts Options) runFunc {
 	o := declareRunFlags(f)
+	if opts.Metrics != nil {
+		o.metricsAddr = f.str("metrics-addr", "", "ADDR",
+			"serve this run's metrics over HTTP at ADDR (host:port, :9464), path /metrics, until dlock exits", "")
+	}
 	return func(ctx context.Context, s *invocation, args []string) error { return runCommand(ctx, s, o, args) }
 }
 
