@@ -4,6 +4,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"io"
 	"os"
 	"os/exec"
@@ -150,7 +151,7 @@ func (tp *ttyProc) typeLine(s string) {
 // readerScript prints its process group, then reads a line from the
 // terminal: outside the terminal's foreground group the read would stop
 // it with SIGTTIN.
-const readerScript = `echo "pgid=$(ps -o pgid= -p $$ | tr -d ' ')"; IFS= read -r line; echo "read:$line"`
+const readerScript = `set -- $(cat /proc/$$/stat); echo "pgid=$5"; IFS= read -r line; echo "read:$line"`
 
 // TestRunGivesCommandTheTerminal: in a terminal, COMMAND's process group
 // is the terminal's foreground while it runs, so a COMMAND that reads the
@@ -215,4 +216,71 @@ func TestRunTerminalStop(t *testing.T) {
 	if code := tp.wait(10 * time.Second); code != 0 {
 		t.Fatalf("status %d, want 0", code)
 	}
+}
+
+// TestRunInBackgroundOfAShell: started with & from an interactive shell,
+// dlock is not in the terminal's foreground and does not take it; COMMAND,
+// reading the terminal, is stopped by SIGTTIN, and dlock stops with it (a
+// stopped dlock does not renew: the lock is not kept for a command that
+// cannot run), so the shell reports the job stopped. fg gives dlock the
+// terminal, dlock gives it to COMMAND, and the read goes on.
+func TestRunInBackgroundOfAShell(t *testing.T) {
+	t.Parallel()
+	url, _ := server(t)
+	master, slave := openPTY(t)
+	sh := exec.Command("sh", "-i")
+	sh.Env = append(dlockFreeEnviron(), "DLOCK_REDIS="+url, "DLOCK_BIN="+dlockBin, "PS1=$ ", "ENV=")
+	sh.Stdin, sh.Stdout, sh.Stderr = slave, slave, slave
+	sh.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	if err := sh.Start(); err != nil {
+		t.Fatal(err)
+	}
+	_ = slave.Close()
+	t.Cleanup(func() {
+		_ = syscall.Kill(-sh.Process.Pid, syscall.SIGKILL)
+		_ = sh.Wait()
+	})
+	p := &proc{t: t, cmd: sh, done: make(chan struct{})}
+	tp := &ttyProc{proc: p, master: master, lines: make(chan string, 100)}
+	go func() {
+		defer close(tp.lines)
+		r := bufio.NewReader(master)
+		for {
+			line, err := r.ReadString('\n')
+			if line != "" {
+				tp.lines <- strings.TrimRight(line, "\r\n")
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	tp.typeLine(`"$DLOCK_BIN" run --ttl 10s bg-read -- sh -c '` + readerScript + `' &`)
+	pgid, _ := strconv.Atoi(tp.expect(`pgid=(\d+)$`, 10*time.Second)[1])
+	waitState(t, pgid, 'T', false, 5*time.Second)
+	dlockPid := parentPid(t, pgid)
+	waitState(t, dlockPid, 'T', false, 5*time.Second)
+	tp.typeLine("jobs -l")
+	tp.expect(`[Ss]topped`, 10*time.Second)
+	tp.typeLine("fg")
+	waitState(t, pgid, 'T', true, 5*time.Second)
+	tp.typeLine("hello")
+	tp.expect(`read:hello$`, 10*time.Second)
+	tp.typeLine("echo status=$?")
+	tp.expect(`status=0$`, 10*time.Second)
+}
+
+// parentPid is pid's parent, from /proc.
+func parentPid(t *testing.T, pid int) int {
+	t.Helper()
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fields := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	ppid, err := strconv.Atoi(fields[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ppid
 }
