@@ -28,7 +28,7 @@ const (
 	ExitUnavailable = 69  // EX_UNAVAILABLE: the store is unreachable or failing
 	ExitSoftware    = 70  // EX_SOFTWARE: an internal error (a bug)
 	ExitNotAcquired = 75  // EX_TEMPFAIL: the lock was busy for all of --wait
-	ExitLockLost    = 76  // the lock was lost while the command ran
+	ExitLockLost    = 76  // the lock was lost (or given up for a stopped command) while the command ran
 	ExitCannotExec  = 126 // run: COMMAND exists but could not be started, as in sh
 	ExitNotFound    = 127 // run: COMMAND not found, as in sh
 )
@@ -180,7 +180,11 @@ func (s *invocation) help(ctx context.Context, args []string) int {
 
 func (s *invocation) mainUsage(w io.Writer) {
 	var b strings.Builder
-	b.WriteString("dlock: distributed locks on Redis, from the shell.\n\n")
+	names := []string{"Redis"}
+	for _, st := range s.stores[1:] {
+		names = append(names, st.backend.Flag)
+	}
+	fmt.Fprintf(&b, "dlock: distributed locks on %s, from the shell.\n\n", strings.Join(names, " or "))
 	var stores []string
 	for _, st := range s.stores {
 		stores = append(stores, "--"+st.backend.Flag+" "+st.backend.Arg)
@@ -226,10 +230,11 @@ Exit status:
   1   status, unlock: the lock is not held
   64  usage error: flags, variables, arguments, durations, TTL or URL
       (also a database number the server does not have)
-  69  Redis unreachable, failing or not answering in time
+  69  the store unreachable, failing or not answering in time
   70  internal error
   75  run: lock not acquired within --wait (-E CODE changes it)
-  76  run: lock lost while the command ran (the command was terminated)
+  76  run: lock lost while the command ran, or the command stayed stopped
+      for a TTL with no terminal (the command was terminated)
   126, 127  run: the command could not be executed / was not found
   128+N     run: signal N while waiting for the lock or during --min-hold
 `
