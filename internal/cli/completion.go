@@ -108,10 +108,7 @@ func globalStoreFlags(spec []compCommand) []*flagSpec {
 func flagWords(c compCommand) []string {
 	words := []string{"--help"}
 	for _, f := range c.flags {
-		words = append(words, "--"+f.name)
-		if f.short != "" {
-			words = append(words, "-"+f.short)
-		}
+		words = append(words, spellings(f)...)
 	}
 	sort.Strings(words)
 	return words
@@ -121,13 +118,21 @@ func flagWords(c compCommand) []string {
 func valueFlags(c compCommand) []string {
 	var words []string
 	for _, f := range c.flags {
-		if f.arg == "" {
-			continue
+		if f.arg != "" {
+			words = append(words, spellings(f)...)
 		}
-		words = append(words, "--"+f.name)
-		if f.short != "" {
-			words = append(words, "-"+f.short)
-		}
+	}
+	return words
+}
+
+// spellings is every way to write f: --name, its aliases, -short.
+func spellings(f *flagSpec) []string {
+	words := []string{"--" + f.name}
+	for _, a := range f.aliases {
+		words = append(words, "--"+a)
+	}
+	if f.short != "" {
+		words = append(words, "-"+f.short)
 	}
 	return words
 }
@@ -204,8 +209,8 @@ func zshCompletion(spec []compCommand) string {
 				value = ":" + strings.ToLower(f.arg) + ":"
 			}
 			desc := zshQuote(firstClause(f.usage))
-			if f.short != "" {
-				fmt.Fprintf(&b, " '(-%s --%s)'{-%s,--%s}'[%s]%s'", f.short, f.name, f.short, f.name, desc, value)
+			if words := spellings(f); len(words) > 1 {
+				fmt.Fprintf(&b, " '(%s)'{%s}'[%s]%s'", strings.Join(words, " "), strings.Join(words, ","), desc, value)
 			} else {
 				fmt.Fprintf(&b, " '--%s[%s]%s'", f.name, desc, value)
 			}
@@ -240,6 +245,9 @@ func fishCompletion(spec []compCommand) string {
 		fmt.Fprintf(&b, "complete -c dlock -n 'not __fish_seen_subcommand_from %s' -a %s -d %s\n", all, c.name, fishQuote(c.summary))
 		for _, f := range c.flags {
 			fmt.Fprintf(&b, "complete -c dlock -n '__fish_seen_subcommand_from %s' -l %s", c.name, f.name)
+			for _, a := range f.aliases {
+				fmt.Fprintf(&b, " -l %s", a)
+			}
 			if f.short != "" {
 				fmt.Fprintf(&b, " -s %s", f.short)
 			}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -33,12 +34,15 @@ func envName(name string) string {
 type flagSpec struct {
 	name  string // long name, without dashes
 	short string // one-letter alias, or ""
-	arg   string // what the value is, for help ("D", "N", ...); "" for a switch
-	usage string
-	def   string // default shown in help; "" for none
-	env   bool   // settable from envName(name)
-	value flag.Value
-	given bool // set from the command line or the environment
+	// aliases are more long names (flock's spellings); they have no
+	// variables of their own.
+	aliases []string
+	arg     string // what the value is, for help ("D", "N", ...); "" for a switch
+	usage   string
+	def     string // default shown in help; "" for none
+	env     bool   // settable from envName(name)
+	value   flag.Value
+	given   bool // set from the command line or the environment
 }
 
 // flagSet is a command's flags: a standard flag.FlagSet in which every
@@ -105,16 +109,83 @@ func (f *flagSet) add(spec *flagSpec) {
 	if spec.short != "" {
 		f.fs.Var(v, spec.short, spec.usage)
 	}
+	for _, a := range spec.aliases {
+		f.fs.Var(v, a, spec.usage)
+	}
 }
 
 // lookup returns the spec called name (long or short), or nil.
 func (f *flagSet) lookup(name string) *flagSpec {
 	for _, s := range f.specs {
-		if s.name == name || (s.short != "" && s.short == name) {
+		if s.name == name || (s.short != "" && s.short == name) || slices.Contains(s.aliases, name) {
 			return s
 		}
 	}
 	return nil
+}
+
+// isBool reports whether spec is a switch, taking no value.
+func (s *flagSpec) isBool() bool {
+	b, ok := s.value.(interface{ IsBoolFlag() bool })
+	return ok && b.IsBoolFlag()
+}
+
+// expandBundles splits combined short flags, as getopt does: -nq is -n
+// -q, and -qw 5 is -q -w 5 (only the last letter may take a value, the
+// next argument). An argument is split only if it is not a flag itself
+// and every letter is a short flag. Values of flags are left alone, and so
+// is everything from "--" on and, with flagsOnly, from the first argument
+// that is not a flag (KEY, then COMMAND's own arguments).
+func (f *flagSet) expandBundles(args []string, flagsOnly bool) []string {
+	out := make([]string, 0, len(args))
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "--":
+			return append(out, args[i:]...)
+		case f.takesValue(a):
+			out = append(out, a)
+			if i+1 < len(args) {
+				out = append(out, args[i+1])
+				i++
+			}
+			continue
+		case !strings.HasPrefix(a, "-") || a == "-":
+			if flagsOnly {
+				return append(out, args[i:]...)
+			}
+			out = append(out, a)
+			continue
+		}
+		split, ok := f.bundle(a)
+		if !ok {
+			out = append(out, a)
+			continue
+		}
+		out = append(out, split...)
+		if f.takesValue(split[len(split)-1]) && i+1 < len(args) {
+			out = append(out, args[i+1])
+			i++
+		}
+	}
+	return out
+}
+
+// bundle splits a combined "-nq" into "-n", "-q".
+func (f *flagSet) bundle(a string) ([]string, bool) {
+	letters := strings.TrimPrefix(a, "-")
+	if len(letters) < 2 || strings.HasPrefix(letters, "-") || strings.Contains(letters, "=") || f.fs.Lookup(letters) != nil {
+		return nil, false
+	}
+	var out []string
+	for i, r := range letters {
+		s := f.lookup(string(r))
+		if s == nil || s.short != string(r) || (i < len(letters)-1 && !s.isBool()) {
+			return nil, false
+		}
+		out = append(out, "-"+string(r))
+	}
+	return out, true
 }
 
 // given reports whether the flag called name was set by the command line
@@ -189,7 +260,7 @@ func (f *flagSet) applyEnv(getenv func(string) string) error {
 // errors worded the same way for every flag.
 func (f *flagSet) parseArgs(args []string) error {
 	f.badFlag = nil
-	err := f.fs.Parse(args)
+	err := f.fs.Parse(f.expandBundles(args, true))
 	switch {
 	case err == nil, errors.Is(err, flag.ErrHelp):
 		return err
@@ -229,6 +300,9 @@ func (f *flagSet) writeHelp(w io.Writer) {
 		names := "    --" + s.name
 		if s.short != "" {
 			names = "-" + s.short + ", --" + s.name
+		}
+		for _, a := range s.aliases {
+			names += ", --" + a
 		}
 		if s.arg != "" {
 			names += " " + s.arg

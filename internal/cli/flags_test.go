@@ -252,3 +252,51 @@ func TestCompletionUsage(t *testing.T) {
 		}
 	}
 }
+
+func TestRunCombinedShortFlagsAndFlockAliases(t *testing.T) {
+	for _, tc := range []struct {
+		args  []string
+		quiet bool
+		wait  time.Duration
+		argv  string
+	}{
+		{[]string{"-nq", "k", "--", "true"}, true, 0, "true"},
+		{[]string{"-qn", "k", "--", "true"}, true, 0, "true"},
+		{[]string{"-qw", "2", "k", "--", "true"}, true, 2 * time.Second, "true"},
+		{[]string{"k", "-nq", "--", "true"}, true, 0, "true"},
+		{[]string{"--nb", "k", "--", "true"}, false, 0, "true"},
+		{[]string{"--nonblock", "-q", "k", "--", "true"}, true, 0, "true"},
+		// Without "--", what follows KEY is COMMAND's, untouched.
+		{[]string{"-n", "k", "grep", "-nq", "x"}, false, 0, "grep|-nq|x"},
+		{[]string{"-n", "k", "head", "-n", "1", "f"}, false, 0, "head|-n|1|f"},
+		// After "--" too.
+		{[]string{"-nq", "k", "--", "grep", "-nq", "x"}, true, 0, "grep|-nq|x"},
+	} {
+		o, key, argv, err := runFlags(t, nil, tc.args...)
+		switch {
+		case err != nil:
+			t.Errorf("%q: %v", tc.args, err)
+		case key != "k" || strings.Join(argv, "|") != tc.argv:
+			t.Errorf("%q: key %q argv %q, want k and %q", tc.args, key, argv, tc.argv)
+		case *o.quiet != tc.quiet || !o.wait.set || o.wait.d != tc.wait:
+			t.Errorf("%q: quiet %v wait %+v, want %v and %v", tc.args, *o.quiet, *o.wait, tc.quiet, tc.wait)
+		}
+	}
+	for _, args := range [][]string{
+		{"-nx", "k", "--", "true"},      // x is no flag
+		{"-wq", "2", "k", "--", "true"}, // only the last letter takes a value
+		{"-qn", "3", "--", "true"},      // -n 3, combined, is still refused
+	} {
+		if _, _, _, err := runFlags(t, nil, args...); exitCode(err) != ExitUsage {
+			t.Errorf("%q: %v, want a usage error", args, err)
+		}
+	}
+	// A value that looks like a bundle stays a value.
+	if o, key, _, err := runFlags(t, nil, "--meta", "-nq", "k", "--", "true"); err != nil || key != "k" || *o.meta != "-nq" || *o.quiet {
+		t.Errorf("--meta -nq: key %q, meta %q, quiet %v, %v", key, *o.meta, *o.quiet, err)
+	}
+	code, stdout, _ := run("run", "--help")
+	if code != 0 || !strings.Contains(stdout, "-n, --nowait, --nb, --nonblock") {
+		t.Errorf("run --help does not show -n's aliases:\n%s", stdout)
+	}
+}

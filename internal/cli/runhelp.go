@@ -13,9 +13,10 @@ ended.
 
 Flags may come before or after KEY, but all before the "--"; everything
 after the "--" is COMMAND. Without "--", flags must precede KEY, except
-with -c (flock's "flock FILE -c STRING" order works). -n is flock's
-no-wait and takes no value ("-n 3" is refused; 3 permits will be
---permits 3). Durations are seconds (10, 0.5) or Go durations (1m30s).
+with -c (flock's "flock FILE -c STRING" order works), and what follows KEY
+is COMMAND's, as given. Short flags combine (-nq is -n -q; -qw 5 is -q -w
+5). -n (also --nb, --nonblock, as in flock) is flock's no-wait and takes
+no value ("-n 3" is refused; 3 permits will be --permits 3). Durations are seconds (10, 0.5) or Go durations (1m30s).
 Every flag but -n, -c and --help can be set by its DLOCK_* variable
 (shown below); the command line wins over the variable.
 
