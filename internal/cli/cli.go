@@ -64,8 +64,9 @@ func (s *invocation) version() string {
 }
 
 // command is one subcommand. define declares its flags on f (the one place
-// a flag is added: help, environment and completion follow from it) and
-// returns the function that runs the command with their parsed values.
+// a flag is added: help, environment and completion follow from it; opts
+// may add some, as --metrics-addr) and returns the function that runs the
+// command with their parsed values. Store flags are declared by start.
 type command struct {
 	name    string
 	summary string
