@@ -21,7 +21,10 @@ type supervisor struct {
 	sigs      <-chan os.Signal
 	holdUntil time.Time // --min-hold: release no earlier than this
 	abandoned bool      // the lease was left to expire in the store; do not Close
-	ttl       time.Duration
+	// lateSig arrived after COMMAND had exited, before dlock saw it exit:
+	// forwarded to what is left of the group, and it also ends --min-hold.
+	lateSig os.Signal
+	ttl     time.Duration
 }
 
 // run runs argv under the lease and decides the exit status.
@@ -108,6 +111,9 @@ loop:
 		select {
 		case sig := <-sigs:
 			signalGroup(pgid, sig)
+			if commandExited(pgid) {
+				sv.lateSig = sig
+			}
 		case sig := <-jobs:
 			switch {
 			case isStop(sig):
@@ -225,6 +231,9 @@ func (sv *supervisor) minHold(status int) error {
 	if left <= 0 {
 		return nil
 	}
+	if sv.lateSig != nil {
+		return sv.abandon(sv.lateSig)
+	}
 	t := time.NewTimer(left)
 	defer t.Stop()
 	select {
@@ -238,11 +247,16 @@ func (sv *supervisor) minHold(status int) error {
 		}
 		return nil
 	case sig := <-sv.sigs:
-		sv.abandoned = true
-		return &exitError{code: 128 + signalNumber(sig), err: fmt.Errorf(
-			"%v during --min-hold: lock %q (token %d) left in place; it expires within its TTL (%v), not released",
-			sig, sv.lease.Key(), sv.lease.Token(), sv.lease.TTL())}
+		return sv.abandon(sig)
 	}
+}
+
+// abandon ends --min-hold on sig without releasing.
+func (sv *supervisor) abandon(sig os.Signal) error {
+	sv.abandoned = true
+	return &exitError{code: 128 + signalNumber(sig), err: fmt.Errorf(
+		"%v during --min-hold: lock %q (token %d) left in place; it expires within its TTL (%v), not released",
+		sig, sv.lease.Key(), sv.lease.Token(), sv.lease.TTL())}
 }
 
 // reapGroup waits until the process group is empty, killing it at killAt.

@@ -124,6 +124,15 @@ const (
 	cldStoped = 5 // CLD_STOPPED
 )
 
+// commandExited reports whether process pid, a child of dlock, has exited
+// (a zombie os/exec has not reaped yet). WNOWAIT leaves it to Wait.
+func commandExited(pid int) bool {
+	var info [128]byte
+	_, _, e := syscall.Syscall6(syscall.SYS_WAITID, pPID, uintptr(pid), uintptr(unsafe.Pointer(&info[0])),
+		syscall.WEXITED|syscall.WNOHANG|wNoWait, 0, 0)
+	return e == 0 && *(*int32)(unsafe.Pointer(&info[0])) == int32(syscall.SIGCHLD)
+}
+
 // commandStopped reports whether process pid, a child of dlock, is
 // stopped now. WNOWAIT leaves its status for os/exec's Wait.
 func commandStopped(pid int) bool {

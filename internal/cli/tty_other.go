@@ -26,3 +26,5 @@ func ignoreTTOU() func()                           { return func() {} }
 func notifyChildStops() chan os.Signal { return make(chan os.Signal) }
 
 func commandStopped(int) bool { return false }
+
+func commandExited(int) bool { return false }
