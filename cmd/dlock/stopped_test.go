@@ -14,7 +14,8 @@ import (
 // a COMMAND stopped by a signal dlock did not send has no job control to
 // resume it. dlock keeps the lock for it at most a TTL: continued within
 // it, COMMAND runs on under the lock; still stopped after it, its group
-// is ended, the lock released, and dlock exits 76.
+// is ended, the lock released (at once, whatever --min-hold), and dlock
+// exits 76.
 func TestRunStoppedCommandWithoutTerminal(t *testing.T) {
 	t.Parallel()
 	url, rdb := server(t)
@@ -38,7 +39,8 @@ func TestRunStoppedCommandWithoutTerminal(t *testing.T) {
 		t.Parallel()
 		shFile := filepath.Join(t.TempDir(), "sh.pid")
 		began := time.Now()
-		p := start(t, url, "run", "--ttl", "1s", "--grace", "300ms", "stopped-ended", "--", "sh", "-c",
+		// --min-hold is not applied to a COMMAND dlock gave up on.
+		p := start(t, url, "run", "--ttl", "1s", "--grace", "300ms", "--min-hold", "1m", "stopped-ended", "--", "sh", "-c",
 			`echo $$ > `+shFile+`; kill -STOP $$; echo resumed`)
 		sh := pidFile(t, shFile)
 		waitState(t, sh, 'T', false, 5*time.Second)

@@ -187,6 +187,25 @@ func TestRunGivesCommandTheTerminal(t *testing.T) {
 	}
 }
 
+// TestRunTerminalInterrupt: Ctrl-C typed while COMMAND has the terminal
+// reaches COMMAND's group, which dies of it; dlock passes its status on
+// and releases the lock.
+func TestRunTerminalInterrupt(t *testing.T) {
+	t.Parallel()
+	url, rdb := server(t)
+	tp := startOnTTY(t, url, "run", "tty-int", "--", "sh", "-c", `echo ready; exec sleep 60`)
+	tp.expect(`^ready$`, 10*time.Second)
+	if _, err := io.WriteString(tp.master, "\x03"); err != nil {
+		t.Fatal(err)
+	}
+	if code := tp.wait(10 * time.Second); code != 128+int(syscall.SIGINT) {
+		t.Fatalf("status %d after Ctrl-C, want %d", code, 128+int(syscall.SIGINT))
+	}
+	if lockHeld(t, rdb, "tty-int") {
+		t.Error("lock held after the run")
+	}
+}
+
 // TestRunTerminalStop: Ctrl-Z typed while COMMAND has the terminal stops
 // COMMAND's group (the terminal sends it SIGTSTP) and then dlock, which
 // takes the terminal back; SIGCONT, as fg sends it, gives COMMAND the
