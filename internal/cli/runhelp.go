@@ -16,7 +16,8 @@ after the "--" is COMMAND. Without "--", flags must precede KEY, except
 with -c (flock's "flock FILE -c STRING" order works), and what follows KEY
 is COMMAND's, as given. Short flags combine (-nq is -n -q; -qw 5 is -q -w
 5). -n (also --nb, --nonblock, as in flock) is flock's no-wait and takes
-no value ("-n 3" is refused; 3 permits will be --permits 3). Durations are seconds (10, 0.5) or Go durations (1m30s).
+no value ("-n 3" is refused; 3 permits will be --permits 3). Durations
+are seconds (10, 0.5) or Go durations (1m30s).
 Every flag but -n, -c and --help can be set by its DLOCK_* variable
 (shown below); the command line wins over the variable.
 
@@ -68,10 +69,10 @@ window is held by this dlock process, so:
 
 Stops. Ctrl-Z (the terminal's SIGTSTP, to COMMAND's group while it has the
 terminal) or SIGTSTP sent to dlock stops COMMAND's group with SIGSTOP, then
-dlock. Stopped, dlock does not renew, so the lock
-may expire, but nothing of COMMAND runs. On SIGCONT (fg, bg) COMMAND
-resumes if the lock is still held, with the terminal on fg; if it was
-lost, the group is ended as for any lost lock (76). COMMAND stopped by
+dlock. Stopped, dlock does not renew, so the lock may expire, but nothing
+of COMMAND runs. On SIGCONT (fg, bg) COMMAND resumes if the lock is still
+held, with the terminal on fg; if it was lost, the group is ended as for
+any lost lock (76). COMMAND stopped by
 anything else (SIGTTIN when dlock runs in the background, kill -STOP) is
 handled the same way when dlock has a controlling terminal; without one
 (cron, systemd) dlock keeps the lock for a stopped COMMAND at most one
