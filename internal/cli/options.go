@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"regexp"
+	"strings"
 
 	"github.com/dlockio/dlock"
 )
@@ -57,13 +58,22 @@ var errOptions = errors.New("invalid cli.Options")
 
 // validate checks o before any flag is declared from it.
 func (o Options) validate() error {
-	seen := map[string]bool{redisFlagName: true}
+	// Names a store flag must not take: every flag of every command, as
+	// a build without other stores declares them, and flag's own -h.
+	seen := map[string]bool{"metrics-addr": true, "help": true, "h": true, "version": true, "V": true}
+	for _, c := range completionSpec(Options{}) {
+		for _, f := range c.flags {
+			for _, w := range spellings(f) {
+				seen[strings.TrimLeft(w, "-")] = true
+			}
+		}
+	}
 	for _, b := range o.Backends {
 		switch {
 		case !flagNameRE.MatchString(b.Flag):
 			return fmt.Errorf("%w: backend flag %q", errOptions, b.Flag)
 		case seen[b.Flag]:
-			return fmt.Errorf("%w: backend flag --%s declared twice", errOptions, b.Flag)
+			return fmt.Errorf("%w: backend flag --%s is already a flag", errOptions, b.Flag)
 		case b.Open == nil:
 			return fmt.Errorf("%w: backend --%s has no Open", errOptions, b.Flag)
 		}

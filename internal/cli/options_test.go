@@ -153,14 +153,20 @@ func TestBackendLockExcludesAcrossRuns(t *testing.T) {
 }
 
 func TestInvalidOptionsAreInternalErrors(t *testing.T) {
+	dup := Backend{Flag: "etcd", Open: func(string, ...dlock.Option) (*dlock.Client, error) { return nil, errors.New("unused") }}
+	if code, _, stderr := runWith(Options{Backends: []Backend{dup, dup}}, nil, "list"); code != ExitSoftware {
+		t.Errorf("two backends --etcd: status %d, stderr %q; want %d", code, stderr, ExitSoftware)
+	}
 	open := func(string, ...dlock.Option) (*dlock.Client, error) { return nil, errors.New("unused") }
 	for _, b := range []Backend{
 		{Flag: "", Open: open},
 		{Flag: "Etcd", Open: open},
 		{Flag: "redis", Open: open},
+		{Flag: "ttl", Open: open},
+		{Flag: "nb", Open: open},
 		{Flag: "etcd"},
 	} {
-		code, _, stderr := runWith(Options{Backends: []Backend{b}}, nil, "list")
+		code, _, stderr := runWith(Options{Backends: []Backend{b}}, nil, "run", "k", "--", "true")
 		if code != ExitSoftware || !strings.Contains(stderr, "invalid cli.Options") {
 			t.Errorf("backend %+v: status %d, stderr %q; want %d", b, code, stderr, ExitSoftware)
 		}
