@@ -30,6 +30,10 @@ func TestRunFlockForms(t *testing.T) {
 		{"-E 0", []string{"-n", "-E", "0", "-q", "cron", "--", "true"}, nil, 0, true},
 		{"-q", []string{"-n", "-q", "cron", "--", "true"}, nil, 75, true},
 		{"--quiet", []string{"--nowait", "--quiet", "cron", "--", "true"}, nil, 75, true},
+		{"-nq combined", []string{"-nq", "cron", "--", "true"}, nil, 75, true},
+		{"-qE combined, E's value next", []string{"-n", "-qE", "5", "cron", "--", "true"}, nil, 5, true},
+		{"flock's --nb", []string{"--nb", "cron", "--", "true"}, nil, 75, false},
+		{"flock's --nonblock", []string{"--nonblock", "cron", "--", "true"}, nil, 75, false},
 		{"DLOCK_WAIT=0", []string{"cron", "--", "true"}, []string{"DLOCK_WAIT=0"}, 75, false},
 		{"DLOCK_QUIET and DLOCK_CONFLICT_EXIT_CODE", []string{"-n", "cron", "--", "true"},
 			[]string{"DLOCK_QUIET=1", "DLOCK_CONFLICT_EXIT_CODE=9"}, 9, true},
@@ -65,6 +69,17 @@ func TestRunFlockForms(t *testing.T) {
 	}
 	if code := stop(); code != 0 {
 		t.Fatalf("holder exited %d", code)
+	}
+}
+
+// TestRunCommandArgumentsUntouched: without "--", what follows KEY is
+// COMMAND's: its own "-n 1" or "-nq" is neither refused nor split.
+func TestRunCommandArgumentsUntouched(t *testing.T) {
+	t.Parallel()
+	url, _ := server(t)
+	code, stdout, stderr := dlock(t, url, "run", "-n", "args", "printf", "%s|", "-n", "1", "-nq")
+	if code != 0 || stdout != "-n|1|-nq|" {
+		t.Fatalf("status %d, stdout %q, stderr %q; want COMMAND's arguments as given", code, stdout, stderr)
 	}
 }
 

@@ -22,7 +22,10 @@ func main() {
 	redis.SetLogger(silent{})
 	env := cli.OSEnv()
 	env.Version = version
-	os.Exit(cli.Main(context.Background(), os.Args[1:], env))
+	// Other stores and a metrics exporter are wired in here, through
+	// cli.Options, from their own modules: this module requires them, the
+	// library's never does.
+	os.Exit(cli.Main(context.Background(), os.Args[1:], env, cli.Options{}))
 }
 
 type silent struct{}

@@ -133,6 +133,10 @@ func startEnv(t *testing.T, url string, env []string, args ...string) *proc {
 	p.cmd = exec.Command(dlockBin, args...)
 	p.cmd.Env = append(append(dlockFreeEnviron(), "DLOCK_REDIS="+url, "DLOCK_BIN="+dlockBin), env...)
 	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
+	// A session of its own, without a controlling terminal, as under cron
+	// or systemd: the tests behave the same when run from a terminal (the
+	// terminal's own cases are in tty_test.go).
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

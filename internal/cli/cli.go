@@ -19,12 +19,6 @@ import (
 	"github.com/dlockio/dlock"
 )
 
-// The Redis URL used when neither --redis nor $DLOCK_REDIS is given.
-const (
-	defaultRedisURL = "redis://127.0.0.1:6379/0"
-	redisURLEnv     = "DLOCK_REDIS"
-)
-
 // Exit statuses. Where one fits, the numbers are those of BSD sysexits.h,
 // which service managers and shell scripts already know.
 const (
@@ -34,7 +28,7 @@ const (
 	ExitUnavailable = 69  // EX_UNAVAILABLE: the store is unreachable or failing
 	ExitSoftware    = 70  // EX_SOFTWARE: an internal error (a bug)
 	ExitNotAcquired = 75  // EX_TEMPFAIL: the lock was busy for all of --wait
-	ExitLockLost    = 76  // the lock was lost while the command ran
+	ExitLockLost    = 76  // the lock was lost (or given up for a stopped command) while the command ran
 	ExitCannotExec  = 126 // run: COMMAND exists but could not be started, as in sh
 	ExitNotFound    = 127 // run: COMMAND not found, as in sh
 )
@@ -70,22 +64,24 @@ func (s *invocation) version() string {
 }
 
 // command is one subcommand. define declares its flags on f (the one place
-// a flag is added: help, environment and completion follow from it) and
-// returns the function that runs the command with their parsed values.
+// a flag is added: help, environment and completion follow from it; opts
+// may add some, as --metrics-addr) and returns the function that runs the
+// command with their parsed values. Store flags are declared by start.
 type command struct {
 	name    string
 	summary string
 	usage   string
 	noEnv   bool // reads no DLOCK_* variable (demo, completion, version)
-	define  func(f *flagSet) runFunc
+	stores  bool // takes every store's flag (run, status, list, unlock)
+	define  func(f *flagSet, opts Options) runFunc
 }
 
 func commands() []command {
 	return []command{
-		{name: "run", summary: "run a command while holding a lock", usage: runUsage, define: defineRun},
-		{name: "status", summary: "show who holds a lock", usage: statusUsage, define: defineStatus},
-		{name: "list", summary: "list held locks", usage: listUsage, define: defineList},
-		{name: "unlock", summary: "break a lock (operator's break-glass)", usage: unlockUsage, define: defineUnlock},
+		{name: "run", stores: true, summary: "run a command while holding a lock", usage: runUsage, define: defineRun},
+		{name: "status", stores: true, summary: "show who holds a lock", usage: statusUsage, define: defineStatus},
+		{name: "list", stores: true, summary: "list held locks", usage: listUsage, define: defineList},
+		{name: "unlock", stores: true, summary: "break a lock (operator's break-glass)", usage: unlockUsage, define: defineUnlock},
 		{name: "demo", summary: "reproduce the double-processing incident, then fix it with dlock", usage: demoUsage, noEnv: true, define: defineDemo},
 		{name: "completion", summary: "print a shell completion script (bash, zsh, fish)", usage: completionUsage, noEnv: true, define: defineCompletion},
 		{name: "version", summary: "print dlock's version", usage: versionUsage, noEnv: true, define: defineVersion},
@@ -95,26 +91,30 @@ func commands() []command {
 // invocation is what one invocation shares between the global and the
 // subcommand flag sets.
 type invocation struct {
-	env   Env
-	cmd   *command
-	flags *flagSet // the subcommand's
-	redis redisFlag
+	env    Env
+	opts   Options
+	cmd    *command
+	flags  *flagSet // the subcommand's
+	stores []*store // Redis first, then opts.Backends
 }
 
 // Main runs the dlock command line with args (without the program name)
-// and returns the process exit status.
+// and returns the process exit status. opts adds the stores and the
+// metrics exporter the binary links in (the zero Options: Redis only).
 //
 // A run interrupted during --min-hold returns without releasing its lock
 // (it is left to expire, as if dlock had been killed), so the caller must
 // exit the process with the returned status, as cmd/dlock does.
-func Main(ctx context.Context, args []string, env Env) int {
-	s := &invocation{env: env}
-	s.redis.value = env.Getenv(redisURLEnv)
-	if s.redis.value == "" {
-		s.redis.value = defaultRedisURL
+func Main(ctx context.Context, args []string, env Env, opts Options) int {
+	s := &invocation{env: env, opts: opts}
+	if err := opts.validate(); err != nil {
+		return s.fail(err)
 	}
+	s.stores = newStores(opts.Backends, env.Getenv)
 	g := newFlagSet("")
-	g.add(s.redisSpec())
+	for _, st := range s.stores {
+		g.add(st.flagSpec())
+	}
 	showVersion := g.boolean("version", "V", "print the version and exit")
 	g.noEnv()
 	err := g.parseArgs(args)
@@ -151,15 +151,21 @@ func findCommand(name string) *command {
 	return nil
 }
 
-// start declares c's flags (with --redis) and returns its runner.
+// start declares c's flags (with the store flags it takes) and returns
+// its runner.
 func (s *invocation) start(c *command) runFunc {
 	s.cmd = c
 	s.flags = newFlagSet(c.name)
 	s.flags.envOff = c.noEnv
-	if c.name != "completion" && c.name != "version" {
-		s.flags.add(s.redisSpec())
+	switch {
+	case c.stores:
+		for _, st := range s.stores {
+			s.flags.add(st.flagSpec())
+		}
+	case c.name == "demo": // Redis only: the naive lock it shows is Redis's
+		s.flags.add(s.redis().flagSpec())
 	}
-	return c.define(s.flags)
+	return c.define(s.flags, s.opts)
 }
 
 func (s *invocation) help(ctx context.Context, args []string) int {
@@ -175,14 +181,23 @@ func (s *invocation) help(ctx context.Context, args []string) int {
 
 func (s *invocation) mainUsage(w io.Writer) {
 	var b strings.Builder
-	b.WriteString("dlock: distributed locks on Redis, from the shell.\n\n")
-	b.WriteString("Usage: dlock [--redis URL] COMMAND [FLAGS] [ARGS]\n       dlock --version\n\nCommands:\n")
+	names := []string{"Redis"}
+	for _, st := range s.stores[1:] {
+		names = append(names, st.backend.Flag)
+	}
+	fmt.Fprintf(&b, "dlock: distributed locks on %s, from the shell.\n\n", strings.Join(names, " or "))
+	var stores []string
+	for _, st := range s.stores {
+		stores = append(stores, "--"+st.backend.Flag+" "+st.backend.Arg)
+	}
+	fmt.Fprintf(&b, "Usage: dlock [%s] COMMAND [FLAGS] [ARGS]\n       dlock --version\n\nCommands:\n", strings.Join(stores, " | "))
 	for _, c := range commands() {
 		fmt.Fprintf(&b, "  %-10s %s\n", c.name, c.summary)
 	}
 	b.WriteString("\nRun 'dlock COMMAND --help' for a command's flags. Flags come before arguments\n(run: before the \"--\"). See docs/cli.md for the flock/consul lock comparison.\n")
 	b.WriteString(envHelp)
 	b.WriteString(redisHelp)
+	b.WriteString(s.storeHelp())
 	b.WriteString(exitHelp)
 	_, _ = io.WriteString(w, b.String())
 }
@@ -216,39 +231,14 @@ Exit status:
   1   status, unlock: the lock is not held
   64  usage error: flags, variables, arguments, durations, TTL or URL
       (also a database number the server does not have)
-  69  Redis unreachable, failing or not answering in time
+  69  the store unreachable, failing or not answering in time
   70  internal error
   75  run: lock not acquired within --wait (-E CODE changes it)
-  76  run: lock lost while the command ran (the command was terminated)
+  76  run: lock lost while the command ran, or the command stayed stopped
+      for a TTL with no terminal (the command was terminated)
   126, 127  run: the command could not be executed / was not found
   128+N     run: signal N while waiting for the lock or during --min-hold
 `
-
-// redisFlag is --redis; set records whether it was given explicitly (the
-// demo runs on its embedded server unless it was).
-type redisFlag struct {
-	value string
-	set   bool
-}
-
-func (f *redisFlag) String() string {
-	if f == nil {
-		return ""
-	}
-	return f.value
-}
-
-func (f *redisFlag) Set(v string) error {
-	f.value, f.set = v, true
-	return nil
-}
-
-// redisSpec is --redis, accepted by the global and every store command's
-// flags. Its variable, DLOCK_REDIS, is read once by Main.
-func (s *invocation) redisSpec() *flagSpec {
-	return &flagSpec{name: "redis", arg: "URL", usage: "Redis URL (see dlock --help)",
-		def: "$DLOCK_REDIS, else " + defaultRedisURL, value: &s.redis}
-}
 
 // errHelp ends a command that printed its help: status 0.
 var errHelp = errors.New("help shown")
@@ -304,6 +294,8 @@ func exitCode(err error) int {
 		return ExitOK
 	case errors.As(err, &ee):
 		return ee.code
+	case errors.Is(err, errOptions):
+		return ExitSoftware
 	case errors.Is(err, dlock.ErrInvalidArgument):
 		return ExitUsage
 	case errors.Is(err, dlock.ErrBackend):

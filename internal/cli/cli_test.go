@@ -37,7 +37,7 @@ func TestExitCode(t *testing.T) {
 func run(args ...string) (int, string, string) {
 	var stdout, stderr bytes.Buffer
 	env := Env{Stdout: &stdout, Stderr: &stderr, Getenv: func(string) string { return "" }}
-	code := Main(context.Background(), args, env)
+	code := Main(context.Background(), args, env, Options{})
 	return code, stdout.String(), stderr.String()
 }
 
@@ -85,7 +85,7 @@ func TestRedisFlagAnywhere(t *testing.T) {
 		}
 		return ""
 	}}
-	if code := Main(context.Background(), []string{"list"}, env); code != ExitUsage || !strings.Contains(stderr.String(), "ftp://nope") {
+	if code := Main(context.Background(), []string{"list"}, env, Options{}); code != ExitUsage || !strings.Contains(stderr.String(), "ftp://nope") {
 		t.Errorf("DLOCK_REDIS not used: status %d, stderr %q", code, stderr.String())
 	}
 }

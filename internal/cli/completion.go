@@ -25,7 +25,7 @@ Prints dlock's version (the same as dlock --version), with --json also the
 Go version it was built with: {"version": ..., "go": ...}.
 `
 
-func defineCompletion(*flagSet) runFunc { return completionCommand }
+func defineCompletion(*flagSet, Options) runFunc { return completionCommand }
 
 func completionCommand(_ context.Context, s *invocation, args []string) error {
 	if err := s.parse(args); err != nil {
@@ -34,7 +34,7 @@ func completionCommand(_ context.Context, s *invocation, args []string) error {
 	if s.flags.fs.NArg() != 1 {
 		return usageErrorf("want one shell: bash, zsh or fish (see dlock completion --help)")
 	}
-	spec := completionSpec()
+	spec := completionSpec(s.opts)
 	var script string
 	switch shell := s.flags.fs.Arg(0); shell {
 	case "bash":
@@ -50,7 +50,7 @@ func completionCommand(_ context.Context, s *invocation, args []string) error {
 	return err
 }
 
-func defineVersion(f *flagSet) runFunc {
+func defineVersion(f *flagSet, _ Options) runFunc {
 	asJSON := f.boolean("json", "", "print JSON")
 	return func(_ context.Context, s *invocation, args []string) error {
 		if err := s.parse(args); err != nil {
@@ -78,24 +78,37 @@ type compCommand struct {
 
 // completionSpec declares every command's flags, as Main would, to list
 // them; nothing runs.
-func completionSpec() []compCommand {
+func completionSpec(opts Options) []compCommand {
 	var out []compCommand
 	for _, c := range commands() {
-		s := &invocation{}
+		s := &invocation{opts: opts, stores: newStores(opts.Backends, nil)}
 		s.start(&c)
 		out = append(out, compCommand{c.name, c.summary, s.flags.specs})
 	}
 	return out
 }
 
+// globalStoreFlags is the store flags accepted before the command name.
+func globalStoreFlags(spec []compCommand) []*flagSpec {
+	for _, c := range spec {
+		if c.name == "status" { // takes every store's flag, and its own after them
+			var out []*flagSpec
+			for _, f := range c.flags {
+				if _, ok := f.value.(*store); ok {
+					out = append(out, f)
+				}
+			}
+			return out
+		}
+	}
+	return nil
+}
+
 // flagWords is every spelling of c's flags (-w --wait ...), sorted.
 func flagWords(c compCommand) []string {
 	words := []string{"--help"}
 	for _, f := range c.flags {
-		words = append(words, "--"+f.name)
-		if f.short != "" {
-			words = append(words, "-"+f.short)
-		}
+		words = append(words, spellings(f)...)
 	}
 	sort.Strings(words)
 	return words
@@ -105,13 +118,21 @@ func flagWords(c compCommand) []string {
 func valueFlags(c compCommand) []string {
 	var words []string
 	for _, f := range c.flags {
-		if f.arg == "" {
-			continue
+		if f.arg != "" {
+			words = append(words, spellings(f)...)
 		}
-		words = append(words, "--"+f.name)
-		if f.short != "" {
-			words = append(words, "-"+f.short)
-		}
+	}
+	return words
+}
+
+// spellings is every way to write f: --name, its aliases, -short.
+func spellings(f *flagSpec) []string {
+	words := []string{"--" + f.name}
+	for _, a := range f.aliases {
+		words = append(words, "--"+a)
+	}
+	if f.short != "" {
+		words = append(words, "-"+f.short)
 	}
 	return words
 }
@@ -132,7 +153,11 @@ func bashCompletion(spec []compCommand) string {
 	fmt.Fprintf(&b, "      %s) [ -z \"$cmd\" ] && cmd=${COMP_WORDS[i]} ;;\n", strings.Join(names, "|"))
 	b.WriteString("    esac\n  done\n")
 	b.WriteString("  case $cmd in\n")
-	fmt.Fprintf(&b, "    '') COMPREPLY=($(compgen -W '%s --redis --version --help' -- \"$cur\")) ;;\n", strings.Join(names, " "))
+	var global []string
+	for _, f := range globalStoreFlags(spec) {
+		global = append(global, "--"+f.name)
+	}
+	fmt.Fprintf(&b, "    '') COMPREPLY=($(compgen -W '%s %s --version --help' -- \"$cur\")) ;;\n", strings.Join(names, " "), strings.Join(global, " "))
 	for _, c := range spec {
 		fmt.Fprintf(&b, "    %s)\n", c.name)
 		if vf := valueFlags(c); len(vf) > 0 {
@@ -165,7 +190,11 @@ func zshCompletion(spec []compCommand) string {
 		fmt.Fprintf(&b, "    '%s:%s'\n", c.name, zshQuote(c.summary))
 	}
 	b.WriteString("  )\n")
-	b.WriteString("  _arguments -C '--redis[Redis URL]:URL:' '(-V --version)'{-V,--version}'[print the version]' '--help[show help]' \\\n")
+	b.WriteString("  _arguments -C")
+	for _, f := range globalStoreFlags(spec) {
+		fmt.Fprintf(&b, " '--%s[%s]:%s:'", f.name, zshQuote(firstClause(f.usage)), strings.ToLower(f.arg))
+	}
+	b.WriteString(" '(-V --version)'{-V,--version}'[print the version]' '--help[show help]' \\\n")
 	b.WriteString("    '1:command:->cmd' '*::arg:->args'\n")
 	b.WriteString("  case $state in\n    cmd) _describe command commands ;;\n    args)\n      case $words[1] in\n")
 	for _, c := range spec {
@@ -180,8 +209,8 @@ func zshCompletion(spec []compCommand) string {
 				value = ":" + strings.ToLower(f.arg) + ":"
 			}
 			desc := zshQuote(firstClause(f.usage))
-			if f.short != "" {
-				fmt.Fprintf(&b, " '(-%s --%s)'{-%s,--%s}'[%s]%s'", f.short, f.name, f.short, f.name, desc, value)
+			if words := spellings(f); len(words) > 1 {
+				fmt.Fprintf(&b, " '(%s)'{%s}'[%s]%s'", strings.Join(words, " "), strings.Join(words, ","), desc, value)
 			} else {
 				fmt.Fprintf(&b, " '--%s[%s]%s'", f.name, desc, value)
 			}
@@ -208,12 +237,17 @@ func fishCompletion(spec []compCommand) string {
 	all := strings.Join(names, " ")
 	b.WriteString("# fish completion for dlock (generated by: dlock completion fish)\n")
 	b.WriteString("complete -c dlock -f\n")
-	fmt.Fprintf(&b, "complete -c dlock -n 'not __fish_seen_subcommand_from %s' -l redis -r -d 'Redis URL'\n", all)
+	for _, f := range globalStoreFlags(spec) {
+		fmt.Fprintf(&b, "complete -c dlock -n 'not __fish_seen_subcommand_from %s' -l %s -r -d %s\n", all, f.name, fishQuote(firstClause(f.usage)))
+	}
 	fmt.Fprintf(&b, "complete -c dlock -n 'not __fish_seen_subcommand_from %s' -s V -l version -d 'print the version'\n", all)
 	for _, c := range spec {
 		fmt.Fprintf(&b, "complete -c dlock -n 'not __fish_seen_subcommand_from %s' -a %s -d %s\n", all, c.name, fishQuote(c.summary))
 		for _, f := range c.flags {
 			fmt.Fprintf(&b, "complete -c dlock -n '__fish_seen_subcommand_from %s' -l %s", c.name, f.name)
+			for _, a := range f.aliases {
+				fmt.Fprintf(&b, " -l %s", a)
+			}
 			if f.short != "" {
 				fmt.Fprintf(&b, " -s %s", f.short)
 			}

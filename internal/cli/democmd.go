@@ -34,7 +34,7 @@ type demoFlags struct {
 	json            *bool
 }
 
-func defineDemo(f *flagSet) runFunc {
+func defineDemo(f *flagSet, _ Options) runFunc {
 	o := demoFlags{
 		workers: f.integer("workers", "", demo.DefaultWorkers, math.MinInt, math.MaxInt, "number of service instances"),
 		orders:  f.integer("orders", "", demo.DefaultOrders, math.MinInt, math.MaxInt, "number of orders in the queue"),
@@ -54,8 +54,13 @@ func demoCommand(ctx context.Context, s *invocation, o demoFlags, args []string)
 		return usageErrorf("unexpected argument %q (see dlock demo --help)", fs.Arg(0))
 	}
 	cfg := demo.Config{Workers: *workers, Orders: *orders, TTL: *ttl, Progress: s.env.Stderr}
-	if s.redis.set {
-		cfg.URL = s.redis.value
+	if r := s.redis(); r.set {
+		cfg.URL = r.value
+	}
+	for _, st := range s.stores[1:] {
+		if st.set {
+			return usageErrorf("--%s: the demo runs on Redis only (see dlock demo --help)", st.backend.Flag)
+		}
 	}
 	if err := cfg.Validate(); err != nil {
 		return &exitError{code: ExitUsage, err: err}

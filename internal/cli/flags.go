@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -33,12 +34,15 @@ func envName(name string) string {
 type flagSpec struct {
 	name  string // long name, without dashes
 	short string // one-letter alias, or ""
-	arg   string // what the value is, for help ("D", "N", ...); "" for a switch
-	usage string
-	def   string // default shown in help; "" for none
-	env   bool   // settable from envName(name)
-	value flag.Value
-	given bool // set from the command line or the environment
+	// aliases are more long names (flock's spellings); they have no
+	// variables of their own.
+	aliases []string
+	arg     string // what the value is, for help ("D", "N", ...); "" for a switch
+	usage   string
+	def     string // default shown in help; "" for none
+	env     bool   // settable from envName(name)
+	value   flag.Value
+	given   bool // set from the command line or the environment
 }
 
 // flagSet is a command's flags: a standard flag.FlagSet in which every
@@ -105,12 +109,15 @@ func (f *flagSet) add(spec *flagSpec) {
 	if spec.short != "" {
 		f.fs.Var(v, spec.short, spec.usage)
 	}
+	for _, a := range spec.aliases {
+		f.fs.Var(v, a, spec.usage)
+	}
 }
 
 // lookup returns the spec called name (long or short), or nil.
 func (f *flagSet) lookup(name string) *flagSpec {
 	for _, s := range f.specs {
-		if s.name == name || (s.short != "" && s.short == name) {
+		if s.name == name || (s.short != "" && s.short == name) || slices.Contains(s.aliases, name) {
 			return s
 		}
 	}
@@ -189,7 +196,7 @@ func (f *flagSet) applyEnv(getenv func(string) string) error {
 // errors worded the same way for every flag.
 func (f *flagSet) parseArgs(args []string) error {
 	f.badFlag = nil
-	err := f.fs.Parse(args)
+	err := f.fs.Parse(f.expandBundles(args, true))
 	switch {
 	case err == nil, errors.Is(err, flag.ErrHelp):
 		return err
@@ -229,6 +236,9 @@ func (f *flagSet) writeHelp(w io.Writer) {
 		names := "    --" + s.name
 		if s.short != "" {
 			names = "-" + s.short + ", --" + s.name
+		}
+		for _, a := range s.aliases {
+			names += ", --" + a
 		}
 		if s.arg != "" {
 			names += " " + s.arg

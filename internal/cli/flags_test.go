@@ -44,7 +44,8 @@ func runFlags(t *testing.T, env map[string]string, args ...string) (*runOptions,
 	s := &invocation{env: Env{Stdout: &bytes.Buffer{}, Stderr: &bytes.Buffer{}, Getenv: func(k string) string { return env[k] }}}
 	s.cmd = findCommand("run")
 	s.flags = newFlagSet("run")
-	s.flags.add(s.redisSpec())
+	s.stores = newStores(nil, s.env.Getenv)
+	s.flags.add(s.redis().flagSpec())
 	o := declareRunFlags(s.flags)
 	if err := s.flags.applyEnv(s.env.Getenv); err != nil {
 		return o, "", nil, err
@@ -117,11 +118,16 @@ func TestRunShellForm(t *testing.T) {
 // with its variable (unless it has none), and appears in every completion
 // script.
 func TestEveryFlagIsDocumented(t *testing.T) {
-	spec := completionSpec()
+	t.Run("redis only", func(t *testing.T) { testEveryFlagIsDocumented(t, Options{}) })
+	t.Run("with a backend and metrics", func(t *testing.T) { testEveryFlagIsDocumented(t, testOptions(t)) })
+}
+
+func testEveryFlagIsDocumented(t *testing.T, opts Options) {
+	spec := completionSpec(opts)
 	scripts := map[string]string{"bash": bashCompletion(spec), "zsh": zshCompletion(spec), "fish": fishCompletion(spec)}
 	seen := map[string]string{}
 	for _, c := range spec {
-		code, stdout, _ := run(c.name, "--help")
+		code, stdout, _ := runWith(opts, nil, c.name, "--help")
 		if code != 0 {
 			t.Fatalf("%s --help: %d", c.name, code)
 		}
@@ -129,8 +135,9 @@ func TestEveryFlagIsDocumented(t *testing.T) {
 			if !strings.Contains(stdout, "--"+f.name) {
 				t.Errorf("%s --help does not show --%s", c.name, f.name)
 			}
-			wantEnv := !findCommand(c.name).noEnv && f.env
-			if v := "$" + envName(f.name); wantEnv != strings.Contains(stdout, v) && f.name != "redis" {
+			_, isStore := f.value.(*store) // its variable is in its default
+			wantEnv := !findCommand(c.name).noEnv && (f.env || isStore)
+			if v := "$" + envName(f.name); wantEnv != strings.Contains(stdout, v) && !(isStore && c.name == "demo") {
 				t.Errorf("%s --help: %s shown=%v, want %v", c.name, v, !wantEnv, wantEnv)
 			}
 			if prev, ok := seen[f.name]; ok && prev != f.arg {
@@ -243,5 +250,53 @@ func TestCompletionUsage(t *testing.T) {
 		if code, _, stderr := run(args...); code != ExitUsage || strings.Count(stderr, "\n") != 1 {
 			t.Errorf("%q: %d %q", args, code, stderr)
 		}
+	}
+}
+
+func TestRunCombinedShortFlagsAndFlockAliases(t *testing.T) {
+	for _, tc := range []struct {
+		args  []string
+		quiet bool
+		wait  time.Duration
+		argv  string
+	}{
+		{[]string{"-nq", "k", "--", "true"}, true, 0, "true"},
+		{[]string{"-qn", "k", "--", "true"}, true, 0, "true"},
+		{[]string{"-qw", "2", "k", "--", "true"}, true, 2 * time.Second, "true"},
+		{[]string{"k", "-nq", "--", "true"}, true, 0, "true"},
+		{[]string{"--nb", "k", "--", "true"}, false, 0, "true"},
+		{[]string{"--nonblock", "-q", "k", "--", "true"}, true, 0, "true"},
+		// Without "--", what follows KEY is COMMAND's, untouched.
+		{[]string{"-n", "k", "grep", "-nq", "x"}, false, 0, "grep|-nq|x"},
+		{[]string{"-n", "k", "head", "-n", "1", "f"}, false, 0, "head|-n|1|f"},
+		// After "--" too.
+		{[]string{"-nq", "k", "--", "grep", "-nq", "x"}, true, 0, "grep|-nq|x"},
+	} {
+		o, key, argv, err := runFlags(t, nil, tc.args...)
+		switch {
+		case err != nil:
+			t.Errorf("%q: %v", tc.args, err)
+		case key != "k" || strings.Join(argv, "|") != tc.argv:
+			t.Errorf("%q: key %q argv %q, want k and %q", tc.args, key, argv, tc.argv)
+		case *o.quiet != tc.quiet || !o.wait.set || o.wait.d != tc.wait:
+			t.Errorf("%q: quiet %v wait %+v, want %v and %v", tc.args, *o.quiet, *o.wait, tc.quiet, tc.wait)
+		}
+	}
+	for _, args := range [][]string{
+		{"-nx", "k", "--", "true"},      // x is no flag
+		{"-wq", "2", "k", "--", "true"}, // only the last letter takes a value
+		{"-qn", "3", "--", "true"},      // -n 3, combined, is still refused
+	} {
+		if _, _, _, err := runFlags(t, nil, args...); exitCode(err) != ExitUsage {
+			t.Errorf("%q: %v, want a usage error", args, err)
+		}
+	}
+	// A value that looks like a bundle stays a value.
+	if o, key, _, err := runFlags(t, nil, "--meta", "-nq", "k", "--", "true"); err != nil || key != "k" || *o.meta != "-nq" || *o.quiet {
+		t.Errorf("--meta -nq: key %q, meta %q, quiet %v, %v", key, *o.meta, *o.quiet, err)
+	}
+	code, stdout, _ := run("run", "--help")
+	if code != 0 || !strings.Contains(stdout, "-n, --nowait, --nb, --nonblock") {
+		t.Errorf("run --help does not show -n's aliases:\n%s", stdout)
 	}
 }

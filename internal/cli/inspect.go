@@ -96,17 +96,6 @@ func toJSON(info dlock.LockInfo, now time.Time) lockJSON {
 	}
 }
 
-// openClient returns a Client on --redis; closing it closes its
-// connections. Opening makes no round trip, so its errors are usage errors
-// (a bad URL or option).
-func (s *invocation) openClient(opts ...dlock.Option) (*dlock.Client, error) {
-	c, err := redisdriver.Open(s.redis.value, opts...)
-	if err != nil {
-		return nil, &exitError{code: ExitUsage, err: err}
-	}
-	return c, nil
-}
-
 // keyArg returns the command's one KEY argument.
 func keyArg(f *flagSet, cmd string) (string, error) {
 	fs := f.fs
@@ -149,9 +138,12 @@ func (s *invocation) withClient(ctx context.Context, timeout time.Duration, f fu
 // badDatabase turns the server's refusal of the URL's database number
 // into a usage error; other errors pass through.
 func (s *invocation) badDatabase(err error) error {
-	if err != nil && errors.Is(err, dlock.ErrBackend) && strings.Contains(err.Error(), "DB index is out of range") {
+	if err == nil || !errors.Is(err, dlock.ErrBackend) || !strings.Contains(err.Error(), "DB index is out of range") {
+		return err
+	}
+	if st, serr := s.chosenStore(); serr == nil && st.backend.Flag == redisFlagName {
 		return usageErrorf("redis URL %q: the server has no such database (ERR DB index is out of range)",
-			redisdriver.RedactURL(s.redis.value))
+			redisdriver.RedactURL(st.spec()))
 	}
 	return err
 }
@@ -169,17 +161,17 @@ func declareOperatorFlags(f *flagSet, jsonUsage string) operatorFlags {
 	}
 }
 
-func defineStatus(f *flagSet) runFunc {
+func defineStatus(f *flagSet, _ Options) runFunc {
 	o := declareOperatorFlags(f, "print JSON (fields: see above)")
 	return func(ctx context.Context, s *invocation, args []string) error { return statusCommand(ctx, s, o, args) }
 }
 
-func defineList(f *flagSet) runFunc {
+func defineList(f *flagSet, _ Options) runFunc {
 	o := declareOperatorFlags(f, "print a JSON array (fields: see above)")
 	return func(ctx context.Context, s *invocation, args []string) error { return listCommand(ctx, s, o, args) }
 }
 
-func defineUnlock(f *flagSet) runFunc {
+func defineUnlock(f *flagSet, _ Options) runFunc {
 	force := f.boolean("force", "", "required: confirms breaking a lock that someone else holds")
 	f.noEnv()
 	o := declareOperatorFlags(f, "print JSON (see above)")

@@ -46,9 +46,20 @@ func runCommand(ctx context.Context, s *invocation, o *runOptions, args []string
 		level = slog.LevelWarn
 	}
 	logger := slog.New(slog.NewTextHandler(s.env.Stderr, &slog.HandlerOptions{Level: level}))
+	opts := []dlock.Option{dlock.WithDefaultTTL(*o.ttl), dlock.WithLogger(logger), dlock.WithOwnerMeta(*o.meta)}
+	if o.metricsAddr != nil && *o.metricsAddr != "" {
+		// Served until runCommand returns: after the Client's Close (the
+		// deferred calls run in reverse), so the release is counted.
+		mopts, stop, err := s.startMetrics(*o.metricsAddr)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		opts = append(mopts, opts...)
+	}
 	// A TTL below the store's minimum fails here, a name the store cannot
 	// take just below: usage errors, found before any round trip.
-	client, err := s.openClient(dlock.WithDefaultTTL(*o.ttl), dlock.WithLogger(logger), dlock.WithOwnerMeta(*o.meta))
+	client, err := s.openClient(opts...)
 	if errors.Is(err, dlock.ErrInvalidTTL) {
 		return usageErrorf("--ttl %v: %s", *o.ttl, strings.TrimPrefix(err.Error(), "dlock: "))
 	}
@@ -88,7 +99,7 @@ func runCommand(ctx context.Context, s *invocation, o *runOptions, args []string
 		return err
 	}
 	sv := &supervisor{env: s.env, lease: lease, argv: argv, grace: *o.grace, sigs: sigs,
-		holdUntil: time.Now().Add(*o.minHold)}
+		holdUntil: time.Now().Add(*o.minHold), ttl: *o.ttl}
 	err = sv.run()
 	abandoned = sv.abandoned
 	return err

@@ -21,13 +21,18 @@ type runOptions struct {
 	verbose      *bool
 	shell        *string
 	kind         leaseKind // --shared, --permits (shared.go)
+	metricsAddr  *string   // nil unless the binary has a metrics exporter
 }
 
 // defineRun declares run's flags. -n is flock's no-wait, as in
 // flock(1); consul lock's "-n N" (N permits) is spelled --permits here
 // (see docs/cli.md).
-func defineRun(f *flagSet) runFunc {
+func defineRun(f *flagSet, opts Options) runFunc {
 	o := declareRunFlags(f)
+	if opts.Metrics != nil {
+		o.metricsAddr = f.str("metrics-addr", "", "ADDR",
+			"serve this run's metrics over HTTP at ADDR (host:port, :9464), path /metrics, until dlock exits", "")
+	}
 	return func(ctx context.Context, s *invocation, args []string) error { return runCommand(ctx, s, o, args) }
 }
 
@@ -37,8 +42,11 @@ func declareRunFlags(f *flagSet) *runOptions {
 		"lock time-to-live; renewed every TTL/3 while COMMAND runs, it bounds how long a killed dlock blocks others")
 	o.wait = f.optDuration("wait", "w",
 		"give up after waiting this long for the lock; 0 makes one attempt", "wait forever")
-	f.add(&flagSpec{name: "nowait", short: "n", usage: "one attempt, no waiting: the same as --wait 0 (flock -n)",
-		value: nowaitValue{o.wait}})
+	// --nb and --nonblock are flock's long forms. flock's --timeout is
+	// not taken: status, list and unlock have a --timeout (and
+	// DLOCK_TIMEOUT) for the store's answer, not for a wait.
+	f.add(&flagSpec{name: "nowait", short: "n", aliases: []string{"nb", "nonblock"},
+		usage: "one attempt, no waiting: the same as --wait 0 (flock -n)", value: nowaitValue{o.wait}})
 	o.conflictExit = f.integer("conflict-exit-code", "E", ExitNotAcquired, 0, 255,
 		"exit status when the lock is not acquired within --wait (flock -E)")
 	o.quiet = f.boolean("quiet", "q", "print nothing when the lock is not acquired (a skipped cron run sends no mail)")
@@ -86,10 +94,12 @@ func (v nowaitValue) Set(s string) error {
 // no COMMAND. Either way a flag is never taken for COMMAND, nor the first
 // word of COMMAND for KEY.
 func (s *invocation) parseRunArgs(o *runOptions, args []string) (key string, argv []string, err error) {
-	if err := refuseNumericAfterN(s.flags, args); err != nil {
+	head, tail, dashed := splitAtTerminator(s.flags, args)
+	// Without "--", flags end at KEY: what follows is COMMAND's, as it is.
+	head = s.flags.expandBundles(head, !dashed)
+	if err := refuseNumericAfterN(s.flags, head, !dashed); err != nil {
 		return "", nil, err
 	}
-	head, tail, dashed := splitAtTerminator(s.flags, args)
 	var pos []string
 	flagAfterKey := "" // the first flag after KEY, without "--"
 	for {
@@ -137,11 +147,13 @@ func (s *invocation) parseRunArgs(o *runOptions, args []string) (key string, arg
 }
 
 // refuseNumericAfterN rejects "-n 3", consul lock's "3 permits": here -n
-// takes no value, so 3 would silently become the KEY.
-func refuseNumericAfterN(f *flagSet, args []string) error {
+// takes no value, so 3 would silently become the KEY. With flagsOnly,
+// args end at the first argument that is not a flag (KEY; then COMMAND,
+// whose own "-n 3" is its business).
+func refuseNumericAfterN(f *flagSet, args []string, flagsOnly bool) error {
 	for i := 0; i < len(args); i++ {
 		a := args[i]
-		if a == "--" {
+		if a == "--" || flagsOnly && !strings.HasPrefix(a, "-") {
 			return nil
 		}
 		if f.takesValue(a) {

@@ -13,9 +13,11 @@ ended.
 
 Flags may come before or after KEY, but all before the "--"; everything
 after the "--" is COMMAND. Without "--", flags must precede KEY, except
-with -c (flock's "flock FILE -c STRING" order works). -n is flock's
-no-wait and takes no value ("-n 3" is refused; 3 permits are
---permits 3). Durations are seconds (10, 0.5) or Go durations (1m30s).
+with -c (flock's "flock FILE -c STRING" order works), and what follows KEY
+is COMMAND's, as given. Short flags combine (-nq is -n -q; -qw 5 is -q -w
+5). -n (also --nb, --nonblock, as in flock) is flock's no-wait and takes
+no value ("-n 3" is refused; 3 permits are --permits 3). Durations are
+seconds (10, 0.5) or Go durations (1m30s).
 Every flag but -n, -c and --help can be set by its DLOCK_* variable
 (shown below); the command line wins over the variable.
 
@@ -45,8 +47,11 @@ dlock are forwarded to that group. When COMMAND exits, whatever it left
 running in the group (a job started with &) gets SIGTERM, and SIGKILL
 after --grace; the lock is released only once the group is empty. A
 process that leaves the group (setsid, setpgid) is not followed.
-(Being outside the terminal's foreground group, COMMAND cannot read from a
-terminal; Ctrl-C still reaches it through dlock.)
+
+In a terminal (Linux), if dlock is in the foreground, COMMAND's group is
+made the terminal's foreground group as it starts: COMMAND can read the
+terminal, and Ctrl-C and Ctrl-Z go to it directly. dlock takes the terminal
+back when the group has ended (before --min-hold) and when it stops.
 
 If the lock is lost while COMMAND runs (it expired during a network outage,
 or an operator ran 'dlock unlock --force'), the whole group gets SIGTERM at
@@ -75,16 +80,23 @@ window is held by this dlock process, so:
   - a lock lost during the hold (unlock --force, an outage) is reported in
     one warning line; COMMAND's status stands.
 
-Ctrl-Z (SIGTSTP) stops COMMAND's group with SIGSTOP, then dlock. Stopped,
-dlock does not renew, so the lock may expire, but nothing of COMMAND runs.
-On SIGCONT (fg, bg) COMMAND resumes if the lock is still held; if it was
-lost, the group is ended as for any lost lock. Not covered: SIGSTOP sent to
-dlock alone, and a COMMAND stopped by SIGTTIN for reading the terminal
-(dlock keeps the lock): give such a COMMAND stdin from elsewhere.
+Stops. Ctrl-Z (the terminal's SIGTSTP, to COMMAND's group while it has the
+terminal) or SIGTSTP sent to dlock stops COMMAND's group with SIGSTOP, then
+dlock. Stopped, dlock does not renew, so the lock may expire, but nothing
+of COMMAND runs. On SIGCONT (fg, bg) COMMAND resumes if the lock is still
+held, with the terminal on fg; if it was lost, the group is ended as for
+any lost lock (76). COMMAND stopped by
+anything else (SIGTTIN when dlock runs in the background, kill -STOP) is
+handled the same way when dlock has a controlling terminal; without one
+(cron, systemd) dlock keeps the lock for a stopped COMMAND at most one
+--ttl: still stopped then, its group is ended (SIGTERM and SIGCONT, SIGKILL
+after --grace), the lock released (no --min-hold) and dlock exits 76.
+Watched on Linux, for COMMAND itself (not the rest of its group). Not
+covered: SIGSTOP sent to dlock alone.
 
 Exit status: COMMAND's own (128+N if it died by signal N) when it ran to the
-end under the lock; 64 usage error; 69 Redis unreachable or not answering;
+end under the lock; 64 usage error; 69 the store unreachable or not answering;
 75 (or -E CODE) not acquired within --wait; 76 lock lost while COMMAND
-ran; 126/127 COMMAND could not be executed / was not found; 128+N a signal
+ran, or COMMAND stayed stopped a TTL with no terminal; 126/127 COMMAND could not be executed / was not found; 128+N a signal
 while waiting or during --min-hold.
 `

@@ -21,6 +21,10 @@ type supervisor struct {
 	sigs      <-chan os.Signal
 	holdUntil time.Time // --min-hold: release no earlier than this
 	abandoned bool      // the lease was left to expire in the store; do not Close
+	// lateSig arrived after COMMAND had exited, before dlock saw it exit:
+	// forwarded to what is left of the group, and it also ends --min-hold.
+	lateSig os.Signal
+	ttl     time.Duration
 }
 
 // run runs argv under the lease and decides the exit status.
@@ -33,13 +37,27 @@ func (sv *supervisor) run() error {
 		"DLOCK_TOKEN="+strconv.FormatUint(lease.Token(), 10))
 	setProcessGroup(cmd)
 	killWithParent(cmd)
+	// In a terminal's foreground, COMMAND's group takes the terminal as it
+	// starts, so that it can read it and gets Ctrl-C and Ctrl-Z itself.
+	term := openTerminal()
+	defer term.close()
+	inForeground := term.startInForeground(cmd)
 	// Adopt the command's orphans from the start: a member left behind by
 	// an exiting shell is then dlock's to reap once it has been ended.
 	adoptOrphans()
 	watch := startWatcher()
 	jobs := notifyJobControl()
 	defer stopSignals(jobs)
-	if err := cmd.Start(); err != nil {
+	chld := notifyChildStops()
+	defer stopSignals(chld)
+	err := cmd.Start()
+	if term != nil {
+		defer ignoreTTOU()()
+	}
+	if err != nil {
+		if inForeground { // the child took the terminal before its exec failed
+			term.restore()
+		}
 		watch.stop()
 		releaseLease(lease)
 		code := ExitCannotExec
@@ -49,6 +67,9 @@ func (sv *supervisor) run() error {
 		return &exitError{code: code, err: fmt.Errorf("cannot run %s: %w", argv[0], err)}
 	}
 	pgid := cmd.Process.Pid
+	if inForeground {
+		term.gaveTo(pgid)
+	}
 	watch.watch(pgid)
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
@@ -58,31 +79,86 @@ func (sv *supervisor) run() error {
 	var killC <-chan time.Time
 	var killAt time.Time
 	var waitErr error
+	// stoppedByDlock: dlock stopped the group itself (Ctrl-Z) and resumes
+	// it on SIGCONT. giveUp: COMMAND was stopped by something else and no
+	// terminal can bring it back; it is ended (givenUp) if still stopped a
+	// TTL later.
+	stoppedByDlock, givenUp := false, false
+	var giveUp *time.Timer
+	var giveUpC <-chan time.Time
+	stopGiveUp := func() {
+		if giveUp != nil {
+			giveUp.Stop()
+			giveUp, giveUpC = nil, nil
+		}
+	}
 	defer func() {
 		if kill != nil {
 			kill.Stop()
 		}
+		stopGiveUp()
 	}()
+	stopAll := func() {
+		// Stopped, dlock cannot renew: the lock may expire, but COMMAND
+		// is stopped too and cannot work unlocked.
+		stoppedByDlock = true
+		stopGiveUp()
+		term.reclaim()
+		stopGroupAndSelf(pgid)
+	}
 loop:
 	for {
 		select {
 		case sig := <-sigs:
 			signalGroup(pgid, sig)
+			if commandExited(pgid) {
+				sv.lateSig = sig
+			}
 		case sig := <-jobs:
 			switch {
 			case isStop(sig):
-				// Stopped, dlock cannot renew: the lock may expire, but
-				// COMMAND is stopped too and cannot work unlocked.
-				stopGroupAndSelf(pgid)
+				stopAll()
 			case lease.Err() == nil && time.Now().Before(lease.Deadline()):
-				// Resumed: COMMAND resumes only if the lock is still ours.
-				// If not, the loss below ends it.
+				// Resumed: COMMAND resumes only if the lock is still ours
+				// (if not, the loss below ends it), with the terminal if
+				// dlock was resumed in the foreground (fg).
+				stoppedByDlock = false
+				term.give(pgid)
 				continueGroup(pgid)
+			}
+		case <-chld:
+			switch {
+			case stoppedByDlock || !killAt.IsZero() || giveUpC != nil && commandStopped(pgid):
+				// Ours, already being ended, or already counted.
+			case !commandStopped(pgid):
+				stopGiveUp() // continued by whoever stopped it
+			case term != nil:
+				// Stopped by the terminal (Ctrl-Z reaches COMMAND's group
+				// when it has the terminal; SIGTTIN after bg) or by a
+				// signal: as a job of the terminal, dlock stops with it,
+				// so the shell sees the job stopped and fg resumes both.
+				stopAll()
+			default:
+				// No terminal, so no job control to resume it: a stopped
+				// COMMAND cannot run, and dlock does not hold a lock for
+				// it for longer than a TTL.
+				giveUp = time.NewTimer(sv.ttl)
+				giveUpC = giveUp.C
+			}
+		case <-giveUpC:
+			giveUp, giveUpC = nil, nil
+			if commandStopped(pgid) && killAt.IsZero() {
+				givenUp = true
+				terminateGroup(pgid)
+				killAt = time.Now().Add(grace)
+				kill = time.NewTimer(grace)
+				killC = kill.C
 			}
 		case <-leaseDone:
 			// The lock is gone: another holder may start any moment, so
 			// the command must stop now, not when it is done.
 			leaseDone = nil
+			stopGiveUp()
 			terminateGroup(pgid)
 			killAt = time.Now().Add(grace)
 			kill = time.NewTimer(grace)
@@ -111,6 +187,7 @@ loop:
 		reapGroup(pgid, killAt)
 	}
 	watch.stop()
+	term.reclaim()
 	if statusErr != nil {
 		releaseLease(lease)
 		return statusErr
@@ -118,6 +195,12 @@ loop:
 	if lease.Err() != nil {
 		// Lost, possibly just as the command exited.
 		return lostError(lease, argv[0])
+	}
+	if givenUp {
+		releaseLease(lease)
+		return &exitError{code: ExitLockLost, err: fmt.Errorf(
+			"%s stayed stopped for %v with no terminal to resume it: its process group was terminated and lock %q (token %d) released",
+			argv[0], sv.ttl, lease.Key(), lease.Token())}
 	}
 	if err := sv.minHold(status); err != nil {
 		return err
@@ -148,6 +231,9 @@ func (sv *supervisor) minHold(status int) error {
 	if left <= 0 {
 		return nil
 	}
+	if sv.lateSig != nil {
+		return sv.abandon(sv.lateSig)
+	}
 	t := time.NewTimer(left)
 	defer t.Stop()
 	select {
@@ -161,11 +247,16 @@ func (sv *supervisor) minHold(status int) error {
 		}
 		return nil
 	case sig := <-sv.sigs:
-		sv.abandoned = true
-		return &exitError{code: 128 + signalNumber(sig), err: fmt.Errorf(
-			"%v during --min-hold: lock %q (token %d) left in place; it expires within its TTL (%v), not released",
-			sig, sv.lease.Key(), sv.lease.Token(), sv.lease.TTL())}
+		return sv.abandon(sig)
 	}
+}
+
+// abandon ends --min-hold on sig without releasing.
+func (sv *supervisor) abandon(sig os.Signal) error {
+	sv.abandoned = true
+	return &exitError{code: 128 + signalNumber(sig), err: fmt.Errorf(
+		"%v during --min-hold: lock %q (token %d) left in place; it expires within its TTL (%v), not released",
+		sig, sv.lease.Key(), sv.lease.Token(), sv.lease.TTL())}
 }
 
 // reapGroup waits until the process group is empty, killing it at killAt.
