@@ -5,10 +5,14 @@ package main
 
 import (
 	"context"
+	"net/http"
 	"os"
 
 	dl "github.com/dlockio/dlock"
 	"github.com/dlockio/dlock/internal/cli"
+	dlockprom "github.com/dlockio/dlock/prometheus"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -22,10 +26,26 @@ func main() {
 	redis.SetLogger(silent{})
 	env := cli.OSEnv()
 	env.Version = version
-	// Other stores and a metrics exporter are wired in here, through
+	// Other stores and the metrics exporter are wired in here, through
 	// cli.Options, from their own modules: this module requires them, the
 	// library's never does.
-	os.Exit(cli.Main(context.Background(), os.Args[1:], env, cli.Options{}))
+	os.Exit(cli.Main(context.Background(), os.Args[1:], env, cli.Options{Metrics: promMetrics}))
+}
+
+// promMetrics is the exporter of run --metrics-addr: the dlock collector
+// in a registry of its own, so /metrics shows exactly the run's lock
+// metrics and nothing registered globally by any package leaks in.
+func promMetrics() (http.Handler, []dl.Option, error) {
+	col, err := dlockprom.New()
+	if err != nil {
+		return nil, nil, err
+	}
+	reg := prometheus.NewRegistry()
+	if err := reg.Register(col); err != nil {
+		return nil, nil, err
+	}
+	h := promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
+	return h, []dl.Option{dl.WithObserver(col)}, nil
 }
 
 type silent struct{}
