@@ -207,8 +207,9 @@ Every flag of run, status, list and unlock can also be set by a DLOCK_*
 variable named after its long form (--min-hold: DLOCK_MIN_HOLD=2m,
 --quiet: DLOCK_QUIET=1). A flag on the command line wins over the variable,
 the variable over the default; a bad value in either is a usage error (64).
-Not from the environment: unlock --force and run -c (they say what to do,
-not how), -n (its variable form is DLOCK_WAIT=0), --help and --version.
+Not from the environment: unlock --force, run -c and status --watch (they
+say what to do, not how), -n (its variable form is DLOCK_WAIT=0), --help
+and --version.
 demo, completion and version read no variables.
 Durations are seconds (10, 0.5) or Go durations (1m30s, 500ms).
 `
@@ -322,6 +323,13 @@ func (s *invocation) exit(err error) int {
 }
 
 func (s *invocation) fail(err error) int {
+	s.report(err)
+	return exitCode(err)
+}
+
+// report prints err as the command's one-line message (fail's, and that
+// of a refresh of status --watch, which goes on).
+func (s *invocation) report(err error) {
 	prog := "dlock"
 	if s.cmd != nil {
 		prog += " " + s.cmd.name
@@ -329,5 +337,4 @@ func (s *invocation) fail(err error) int {
 	msg := strings.TrimPrefix(err.Error(), "dlock: ")
 	msg = strings.ReplaceAll(msg, "\n", " ")
 	fmt.Fprintf(s.env.Stderr, "%s: %s\n", prog, msg)
-	return exitCode(err)
 }

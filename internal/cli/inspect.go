@@ -19,7 +19,7 @@ import (
 // unlock wait for the store before reporting it unreachable (69).
 const inspectTimeout = 5 * time.Second
 
-const statusUsage = `Usage: dlock status [--json] [--timeout D] KEY
+const statusUsage = `Usage: dlock status [--json] [--timeout D] [--watch[=D]] KEY
 
 Shows who holds the lock KEY: the holder's own fencing token (the
 DLOCK_TOKEN its command was given; on Redis the holder's token is also the
@@ -31,7 +31,7 @@ waiters is shown as its holders and its waiters in queue order instead
 (--json: see below).
 Exit status 0 when held, 1 when free, 69 when the store does not answer
 within --timeout.
-` + jsonHelp + queueJSONHelp
+` + jsonHelp + queueJSONHelp + watchHelp
 
 const listUsage = `Usage: dlock list [--json] [--timeout D] [PREFIX]
 
@@ -125,9 +125,16 @@ func (s *invocation) withClient(ctx context.Context, timeout time.Duration, f fu
 		return err
 	}
 	defer func() { _ = c.Close() }()
+	return s.bounded(ctx, c, timeout, f)
+}
+
+// bounded runs f on c with a context bounded by timeout, reporting a store
+// that did not answer in time, and a database the server does not have,
+// as withClient does.
+func (s *invocation) bounded(ctx context.Context, c *dlock.Client, timeout time.Duration, f func(context.Context, *dlock.Client) error) error {
 	tctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	err = f(tctx, c)
+	err := f(tctx, c)
 	if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) && tctx.Err() != nil {
 		// Our own bound ran out, not the caller's: the store hangs.
 		return noAnswer(timeout)
@@ -163,7 +170,20 @@ func declareOperatorFlags(f *flagSet, jsonUsage string) operatorFlags {
 
 func defineStatus(f *flagSet, _ Options) runFunc {
 	o := declareOperatorFlags(f, "print JSON (fields: see above)")
-	return func(ctx context.Context, s *invocation, args []string) error { return statusCommand(ctx, s, o, args) }
+	watch := declareWatch(f)
+	return func(ctx context.Context, s *invocation, args []string) error {
+		if err := s.parse(args); err != nil {
+			return err
+		}
+		key, err := keyArg(s.flags, "status")
+		if err != nil {
+			return err
+		}
+		if watch.on {
+			return watchStatus(ctx, s, o, watch.every, key)
+		}
+		return statusCommand(ctx, s, o, key)
+	}
 }
 
 func defineList(f *flagSet, _ Options) runFunc {
@@ -180,42 +200,59 @@ func defineUnlock(f *flagSet, _ Options) runFunc {
 	}
 }
 
-func statusCommand(ctx context.Context, s *invocation, o operatorFlags, args []string) error {
-	asJSON := o.json
-	if err := s.parse(args); err != nil {
-		return err
-	}
-	key, err := keyArg(s.flags, "status")
-	if err != nil {
-		return err
-	}
-	var info dlock.LockInfo
-	var held, queued bool
-	var q dlock.QueueInfo
-	err = s.withClient(ctx, *o.timeout, func(ctx context.Context, c *dlock.Client) (err error) {
-		if err := checkKey(c, key); err != nil {
-			return err
-		}
-		if info, held, err = c.Inspect(ctx, key); err != nil {
-			return err
-		}
-		q, queued, err = inspectQueue(ctx, c, key)
+func statusCommand(ctx context.Context, s *invocation, o operatorFlags, key string) error {
+	var st lockStatus
+	err := s.withClient(ctx, *o.timeout, func(ctx context.Context, c *dlock.Client) (err error) {
+		st, err = lookStatus(ctx, c, key)
 		return err
 	})
 	if err != nil {
 		return err
 	}
-	if queued {
-		// Readers, permits or waiters: shared.go's form.
-		return s.queueStatus(q, *asJSON)
+	var out func(any) error // text
+	if *o.json {
+		out = func(v any) error { return writeJSON(s.env.Stdout, v) }
 	}
+	return s.writeStatus(st, out)
+}
+
+// lockStatus is one look at a lock: its holder, or its queue when it has
+// readers, permits or waiters.
+type lockStatus struct {
+	key    string
+	info   dlock.LockInfo
+	held   bool
+	queue  dlock.QueueInfo
+	queued bool
+}
+
+func lookStatus(ctx context.Context, c *dlock.Client, key string) (st lockStatus, err error) {
+	st.key = key
+	if err := checkKey(c, key); err != nil {
+		return st, err
+	}
+	if st.info, st.held, err = c.Inspect(ctx, key); err != nil {
+		return st, err
+	}
+	st.queue, st.queued, err = inspectQueue(ctx, c, key)
+	return st, err
+}
+
+// writeStatus prints st as text, or through jsonOut when it is set, and
+// returns the not-held error (status 1) for a free lock.
+func (s *invocation) writeStatus(st lockStatus, jsonOut func(any) error) error {
+	if st.queued {
+		// Readers, permits or waiters: shared.go's form.
+		return s.queueStatus(st.queue, jsonOut)
+	}
+	key, info, held := st.key, st.info, st.held
 	now := time.Now()
-	if *asJSON {
+	if jsonOut != nil {
 		var v any = freeJSON{Key: key}
 		if held {
 			v = toJSON(info, now)
 		}
-		if err := writeJSON(s.env.Stdout, v); err != nil {
+		if err := jsonOut(v); err != nil {
 			return err
 		}
 	} else if held {

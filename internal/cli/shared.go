@@ -177,11 +177,12 @@ func countOf(n int, what string) string {
 	return fmt.Sprintf("%d %ss", n, what)
 }
 
-// queueStatus prints status for a name with readers, permits or waiters.
-func (s *invocation) queueStatus(q dlock.QueueInfo, asJSON bool) error {
+// queueStatus prints status for a name with readers, permits or waiters,
+// as text or, when jsonOut is set, through it.
+func (s *invocation) queueStatus(q dlock.QueueInfo, jsonOut func(any) error) error {
 	var err error
-	if asJSON {
-		err = writeJSON(s.env.Stdout, toQueueJSON(q))
+	if jsonOut != nil {
+		err = jsonOut(toQueueJSON(q))
 	} else {
 		err = writeQueueText(s.env.Stdout, q)
 	}
