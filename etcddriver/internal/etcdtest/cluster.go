@@ -2,6 +2,7 @@ package etcdtest
 
 import (
 	"context"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -96,4 +97,14 @@ func newClient(endpoints []string) (*clientv3.Client, error) {
 		DialKeepAliveTimeout: time.Second,
 		Logger:               zap.NewNop(),
 	})
+}
+
+// FreeAddr returns a 127.0.0.1 address nothing listens on (at the time).
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	p, err := freePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return "127.0.0.1:" + strconv.Itoa(p)
 }
