@@ -1,6 +1,7 @@
 package etcddriver
 
 import (
+	"cmp"
 	"fmt"
 	"os"
 	"slices"
@@ -100,45 +101,70 @@ type belief struct {
 	acq, end int64
 }
 
-func (r *faultRun) check() {
-	t := r.t
-	events := r.h.snapshot()
+// history is what the checker found in a scenario's events.
+type history struct {
+	acquisitions  int
+	stale         int // writes accepted after their writer's lease had ended
+	rejected      int // writes the resource refused (fencing)
+	overlaps      int // acquisitions that began before an earlier holder's belief ended
+	maxOverlap    time.Duration
+	inversions    int // tokens not above every earlier acquisition's
+	errs          int // Lock calls that failed
+	overlapDetail []string
+}
+
+// analyze checks the events of a run: every acquisition's belief interval
+// against every earlier one, tokens in acquisition order, and writes
+// against their writer's belief.
+func analyze(events []event) history {
+	var h history
 	var beliefs []belief
-	stale, rejectedStale, errs := 0, 0, 0
 	for _, e := range events {
 		switch e.Ev {
 		case "done", "lost":
 			beliefs = append(beliefs, belief{e.W, e.Tok, e.Acq, e.End})
 			if e.Wrote && e.Accepted && e.WriteT > e.End {
-				stale++ // written after its lease ended, and let through
+				h.stale++
 			}
 			if e.Wrote && !e.Accepted {
-				rejectedStale++
+				h.rejected++
 			}
 		case "error":
-			errs++
+			h.errs++
 		}
 	}
-	slices.SortFunc(beliefs, func(a, b belief) int { return int(a.acq - b.acq) })
-	overlaps, inversions := 0, 0
+	slices.SortFunc(beliefs, func(a, b belief) int { return cmp.Compare(a.acq, b.acq) })
+	h.acquisitions = len(beliefs)
 	var maxEnd int64
 	var maxTok uint64
 	for i, b := range beliefs {
 		if i > 0 && b.acq < maxEnd {
-			overlaps++
-			t.Errorf("overlap: %s (token %d) acquired %v before an earlier holder's belief ended",
-				b.w, b.tok, time.Duration(maxEnd-b.acq))
+			h.overlaps++
+			d := time.Duration(maxEnd - b.acq)
+			h.maxOverlap = max(h.maxOverlap, d)
+			h.overlapDetail = append(h.overlapDetail, fmt.Sprintf("%s (token %d) acquired %v before an earlier holder's belief ended", b.w, b.tok, d))
 		}
-		if b.tok <= maxTok {
-			inversions++
-			t.Errorf("token %d of %s not above the %d of an earlier acquisition", b.tok, b.w, maxTok)
+		if i > 0 && b.tok <= maxTok {
+			h.inversions++
 		}
 		maxEnd, maxTok = max(maxEnd, b.end), max(maxTok, b.tok)
 	}
-	value, accepted, rejected, lost := r.fc.stats()
-	if stale > 0 {
-		t.Errorf("%d stale writes accepted", stale)
+	return h
+}
+
+func (r *faultRun) check() {
+	t := r.t
+	h := analyze(r.h.snapshot())
+	for _, d := range h.overlapDetail {
+		t.Errorf("overlap: %s", d)
 	}
+	if h.inversions > 0 {
+		t.Errorf("%d token inversions", h.inversions)
+	}
+	if h.stale > 0 {
+		t.Errorf("%d stale writes accepted", h.stale)
+	}
+	value, accepted, _, lost := r.fc.stats()
 	if lost > 0 || value != int64(accepted) {
 		t.Errorf("counter %d after %d accepted writes, %d lost updates", value, accepted, lost)
 	}
@@ -147,8 +173,8 @@ func (r *faultRun) check() {
 			t.Errorf("takeover after %v, want within TTL %v + %v", d, faultTTL, takeoverSlack)
 		}
 	}
-	summary := fmt.Sprintf("%s: %d acquisitions, %d writes accepted, %d stale writes accepted, %d rejected by fencing (%d requests), overlaps %d, token inversions %d, lock errors %d, takeover %v, recovery %v",
-		t.Name(), len(beliefs), accepted, stale, rejectedStale, rejected, overlaps, inversions, errs,
+	summary := fmt.Sprintf("%s: %d faults, %d acquisitions, %d writes accepted, %d stale writes accepted, %d rejected by fencing, overlaps %d, token inversions %d, lock errors %d, takeover %v, recovery %v",
+		t.Name(), r.faults, h.acquisitions, accepted, h.stale, h.rejected, h.overlaps, h.inversions, h.errs,
 		roundAll(r.takeover), roundAll(r.recovery))
 	t.Log(summary)
 	if path := os.Getenv("DLOCK_ETCD_FAULTS_LOG"); path != "" {
@@ -157,6 +183,15 @@ func (r *faultRun) check() {
 			f.Close()
 		}
 	}
+}
+
+// faultCount is how many faults a scenario injects: short by default,
+// more with DLOCK_FAULTS_FULL=1.
+func faultCount(short, full int) int {
+	if os.Getenv("DLOCK_FAULTS_FULL") == "1" {
+		return full
+	}
+	return short
 }
 
 func roundAll(ds []time.Duration) string {
@@ -176,7 +211,7 @@ func TestFaultPause(t *testing.T) {
 	m := etcdtest.Start(t)
 	r := newFaultRun(t, "pause", 200*time.Millisecond, func(int) string { return m.Addr() })
 	r.base.Gap = 300 * time.Millisecond // the window the test freezes the holder in
-	r.faults = 3
+	r.faults = faultCount(3, 10)
 	r.run(3, func(r *faultRun, from int) int {
 		e, from, ok := r.h.waitFor(from, 10*time.Second, isEv("checked"))
 		if !ok {
@@ -209,7 +244,7 @@ func TestFaultPause(t *testing.T) {
 func TestFaultKill(t *testing.T) {
 	m := etcdtest.Start(t)
 	r := newFaultRun(t, "kill", 200*time.Millisecond, func(int) string { return m.Addr() })
-	r.faults = 3
+	r.faults = faultCount(3, 10)
 	next := 3
 	r.run(3, func(r *faultRun, from int) int {
 		e, from, ok := r.h.waitFor(from, 10*time.Second, isEv("acquired"))
@@ -241,7 +276,7 @@ func TestFaultPartition(t *testing.T) {
 		proxies = append(proxies, p)
 		return p.Addr()
 	})
-	r.faults = 2
+	r.faults = faultCount(2, 6)
 	r.run(2, func(r *faultRun, from int) int {
 		e, from, ok := r.h.waitFor(from, 3*(faultTTL+time.Second), isEv("acquired"))
 		if !ok {
@@ -277,7 +312,7 @@ func TestFaultMemberKill(t *testing.T) {
 			c := etcdtest.StartCluster(t, 3)
 			eps := strings.Join(c.Endpoints(), ",")
 			r := newFaultRun(t, "member-"+name, 500*time.Millisecond, func(int) string { return eps })
-			r.faults = 2
+			r.faults = faultCount(2, 6)
 			r.run(3, func(r *faultRun, from int) int {
 				_, from, ok := r.h.waitFor(from, 10*time.Second, isEv("acquired"))
 				if !ok {
