@@ -14,11 +14,8 @@ import (
 	"go.uber.org/zap"
 )
 
-// Dial settings of the clients Open makes.
+// Connection health checks of the clients Open makes.
 const (
-	// dialTimeout bounds each connection attempt to one endpoint, so that
-	// the client moves on to the next endpoint of a cluster promptly.
-	dialTimeout = time.Second
 	// keepAliveTime and keepAliveTimeout make gRPC notice a connection
 	// whose peer went silent (a partition, a paused member) and reconnect
 	// to another endpoint.
@@ -119,6 +116,3 @@ func ParseEndpoints(s string) (clientv3.Config, error) {
 	}
 	return cfg, nil
 }
-
-// dialTimeout is documented for users building their own client.
-var _ = dialTimeout
