@@ -75,6 +75,7 @@ func (p *leasePool) get(ctx context.Context, ttl int64) (*poolLease, error) {
 		}
 		l := p.byTTL[ttl]
 		if l == nil {
+			p.pruneLocked(time.Now())
 			l = &poolLease{ttl: ttl, ready: make(chan struct{})}
 			p.byTTL[ttl] = l
 			p.mu.Unlock()
@@ -114,6 +115,20 @@ func (p *leasePool) grant(ctx context.Context, l *poolLease) {
 		// Close ran during the grant and did not see this lease.
 		_, _ = p.cli.Revoke(context.WithoutCancel(ctx), resp.ID)
 		l.err = errDriverClosed
+	}
+}
+
+// pruneLocked forgets leases that have surely expired, so that a program
+// using many different TTLs over time does not accumulate them.
+func (p *leasePool) pruneLocked(now time.Time) {
+	for ttl, l := range p.byTTL {
+		select {
+		case <-l.ready:
+			if l.err != nil || !l.alive(now) {
+				delete(p.byTTL, ttl)
+			}
+		default:
+		}
 	}
 }
 
