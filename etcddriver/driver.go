@@ -138,6 +138,15 @@ func (d *Driver) callCtx(ctx context.Context) (context.Context, context.CancelFu
 	return context.WithTimeout(ctx, d.timeout)
 }
 
+// checkKind rejects leases of primitives this driver does not implement
+// (only the exclusive lock so far).
+func checkKind(k driver.Kind) error {
+	if k != driver.KindLock {
+		return fmt.Errorf("%w: etcddriver: no %v leases", driver.ErrInvalid, k)
+	}
+	return nil
+}
+
 // checkID rejects owner ids the lock value format cannot carry: the value
 // starts with the id and a space, and ownership is compared as the byte
 // range [id+" ", id+"!"), which holds exactly the values starting with

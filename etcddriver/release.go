@@ -23,6 +23,9 @@ func (d *Driver) Release(ctx context.Context, reqs []driver.ReleaseRequest) ([]d
 		return results, nil
 	}
 	for _, r := range reqs {
+		if err := checkKind(r.Kind); err != nil {
+			return nil, err
+		}
 		if err := checkID(r.ID); err != nil {
 			return nil, err
 		}

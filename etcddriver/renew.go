@@ -27,6 +27,9 @@ func (d *Driver) Renew(ctx context.Context, reqs []driver.RenewRequest) ([]bool,
 	}
 	ttls := make([]int64, len(reqs))
 	for i, r := range reqs {
+		if err := checkKind(r.Kind); err != nil {
+			return nil, err
+		}
 		if err := checkID(r.ID); err != nil {
 			return nil, err
 		}
