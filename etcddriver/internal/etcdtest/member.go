@@ -157,8 +157,35 @@ func (m *Member) Kill() {
 }
 
 // Pause stops the process with SIGSTOP: it keeps its sockets but answers
-// nothing, like a frozen VM.
-func (m *Member) Pause() { m.signal(syscall.SIGSTOP, true) }
+// nothing, like a frozen VM. It returns once the kernel reports the
+// process stopped (the signal is asynchronous: a request sent right after
+// it could otherwise still be answered).
+func (m *Member) Pause() {
+	m.signal(syscall.SIGSTOP, true)
+	m.mu.Lock()
+	pid := m.cmd.Process.Pid
+	m.mu.Unlock()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		if processState(pid) == 'T' {
+			return
+		}
+	}
+	m.t.Fatalf("etcdtest: member %s not stopped 5s after SIGSTOP", m.name)
+}
+
+// processState is the state letter of /proc/PID/stat ('T': stopped), or 0.
+func processState(pid int) byte {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	// The state follows the command name, which is in parentheses.
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 || i+2 >= len(b) {
+		return 0
+	}
+	return b[i+2]
+}
 
 // Resume continues a paused process with SIGCONT.
 func (m *Member) Resume() { m.signal(syscall.SIGCONT, false) }
