@@ -23,6 +23,25 @@ func acquireOK(t *testing.T, d *Driver, key string, ttl time.Duration) (string, 
 	return id, res.Token
 }
 
+// acquireOKRetry is acquireOK for a store that may still be recovering.
+func acquireOKRetry(t *testing.T, d *Driver, key string) (string, uint64) {
+	t.Helper()
+	id := fmt.Sprintf("%032x", time.Now().UnixNano())
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		res, err := d.Acquire(ctxT(t), driver.AcquireRequest{Key: key, ID: id, TTL: 30 * time.Second})
+		if err == nil && res.Acquired {
+			return id, res.Token
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Acquire(%q) = %+v, %v", key, res, err)
+		}
+	}
+}
+
+func releaseReq(key, id string) []driver.ReleaseRequest {
+	return []driver.ReleaseRequest{{Key: key, ID: id}}
+}
+
 // Locks of one TTL share one etcd lease: one grant for all, an acquisition
 // is one Txn plus a keep-alive sent with it, and a renewal of a full batch
 // is one read and one keep-alive.
