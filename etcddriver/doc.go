@@ -56,6 +56,12 @@
 // one. When no lease of that TTL exists yet, the first acquisition costs a
 // LeaseGrant more.
 //
+// # Several locks at once
+//
+// AcquireAll (driver.MultiAcquirer, dlock's LockAll) takes up to MaxBatch
+// locks all or none in one Txn: if every key is absent, put them all; the
+// tokens are that Txn's revision.
+//
 // # Waiting
 //
 // Watch follows each key with an etcd watch (all of a Client's watches
