@@ -69,5 +69,6 @@
 // and an expiry all delete the key. Watcher.Add returns once etcd has
 // confirmed the watch. The watches require a leader: a member cut off from
 // the quorum ends them, and the driver wakes the key's waiters (who try
-// again) and watches anew.
+// again) and watches anew from the last revision it saw, so that no release
+// in between is missed.
 package etcddriver

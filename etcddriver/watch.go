@@ -91,34 +91,51 @@ func (w *watcher) Add(ctx context.Context, key string) error {
 }
 
 // follow keeps a watch on key's deletions until ctx ends, watching anew
-// whenever etcd ends the watch. A watch ended by etcd may have missed
-// events, so its end is delivered as a release: waiters try again, which
-// costs one attempt if the lock is still held.
+// whenever etcd ends the watch (no leader, the member went away). A new
+// watch resumes after the last revision seen, so no release in between is
+// missed; if that revision was compacted meanwhile, it starts from now and
+// wakes the waiters instead. The end of a watch that was live is delivered
+// as a release too, once: the waiters try again (one attempt if the lock is
+// still held) rather than sit on a member that lost its quorum.
 func (w *watcher) follow(ctx context.Context, key string, kw *keyWatch) {
 	defer w.wg.Done()
 	etcdKey := w.d.lockKey(key)
 	first := true
+	var lastRev int64 // events up to here were delivered
 	for ctx.Err() == nil {
-		wch := w.d.cli.Watch(ctx, etcdKey, clientv3.WithFilterPut(), clientv3.WithCreatedNotify())
-		for resp := range wch {
+		opts := []clientv3.OpOption{clientv3.WithFilterPut(), clientv3.WithCreatedNotify()}
+		if lastRev > 0 {
+			opts = append(opts, clientv3.WithRev(lastRev+1))
+		}
+		live := false
+		for resp := range w.d.cli.Watch(ctx, etcdKey, opts...) {
 			if resp.Created {
+				live = true
 				if first {
 					close(kw.confirmed)
 					first = false
 				}
+				if lastRev == 0 {
+					lastRev = resp.Header.Revision // it watches from the next one
+				}
 				continue
+			}
+			if resp.CompactRevision != 0 {
+				lastRev = 0 // what we would resume from is gone
+				w.enqueue(key)
 			}
 			if resp.Canceled || resp.Err() != nil {
 				break
 			}
-			for range resp.Events { // deletes only (WithFilterPut)
+			for _, ev := range resp.Events { // deletes only (WithFilterPut)
+				lastRev = max(lastRev, ev.Kv.ModRevision)
 				w.enqueue(key)
 			}
 		}
 		if ctx.Err() != nil {
 			return
 		}
-		if !first {
+		if live {
 			w.enqueue(key)
 		}
 		select {
