@@ -57,3 +57,12 @@ func countUnary(ctx context.Context, method string, req, reply any, cc *grpc.Cli
 	roundTrips.Add(1)
 	return invoker(ctx, method, req, reply, cc, opts...)
 }
+
+// countStream counts etcd streams opened: a LeaseKeepAliveOnce opens one
+// (a round trip); a watch stream or a session's keep-alive stream counts
+// once however many messages it carries.
+func countStream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string,
+	streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	roundTrips.Add(1)
+	return streamer(ctx, desc, cc, method, opts...)
+}

@@ -32,7 +32,7 @@ func etcdSession(addr string, ttl time.Duration) (*clientv3.Client, *concurrency
 	cli, err := clientv3.New(clientv3.Config{
 		Endpoints:   []string{addr},
 		DialTimeout: 5 * time.Second,
-		DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(countUnary)},
+		DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(countUnary), grpc.WithChainStreamInterceptor(countStream)},
 		Logger:      zap.NewNop(), // cancelled waits at the end of a run are not news
 	})
 	if err != nil {

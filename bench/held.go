@@ -123,6 +123,8 @@ func (b *bench) runHeldWorkload(peers []peer) *table {
 		"rueidislock": "rueidislock is set to extend every TTL/3, one script call and one timer goroutine per lease",
 		"etcd": fmt.Sprintf("etcd keeps one session lease (TTL %d s) alive for all keys over a keep-alive stream, "+
 			"whose messages are not counted as round trips", ttlSeconds(b.heldTTL)),
+		"dlock-etcd": "dlock-etcd attaches every lease of one TTL to one etcd lease; a renewal batch (up to 100 leases) " +
+			"is one read-only Txn plus one LeaseKeepAliveOnce (a stream opened, counted as a round trip)",
 	}
 	for _, p := range peers {
 		if p.newHolder == nil {

@@ -59,7 +59,7 @@ func run() error {
 		duration   = flag.Duration("duration", 5*time.Second, "measured time per peer and cycle workload, split into rounds")
 		rounds     = flag.Int("rounds", 10, "interleaved rounds per cycle workload")
 		workloads  = flag.String("workloads", "serial,uncontended,handoff,contended,held", "comma-separated workloads to run (also: rwlock, semaphore)")
-		peersFlag  = flag.String("peers", "dlock,raw,redislock,redsync,rueidislock,etcd", "comma-separated peers to run")
+		peersFlag  = flag.String("peers", "dlock,raw,redislock,redsync,rueidislock,etcd,dlock-etcd", "comma-separated peers to run")
 		smoke      = flag.Bool("smoke", false, "run every workload briefly with small lease counts (for CI)")
 		redisAddr  = flag.String("redis", "", "use this Redis server (host:port; it is flushed) instead of starting one")
 		ttl        = flag.Duration("ttl", 10*time.Second, "lock TTL in the cycle workloads")
@@ -111,20 +111,20 @@ func run() error {
 	b.admin = redis.NewClient(&redis.Options{Addr: b.redisAddr})
 	defer b.admin.Close()
 	var notes []string
-	if slices.ContainsFunc(peers, func(p peer) bool { return p.name == "etcd" }) {
+	if slices.ContainsFunc(peers, func(p peer) bool { return p.etcd }) {
 		srv, err := startEtcd()
 		switch {
 		case err != nil:
-			notes = append(notes, fmt.Sprintf("etcd peer skipped: etcd did not start: %v", err))
+			notes = append(notes, fmt.Sprintf("etcd peers skipped: etcd did not start: %v", err))
 		case srv == nil:
-			notes = append(notes, "etcd peer skipped: no etcd binary found")
+			notes = append(notes, "etcd peers skipped: no etcd binary found")
 		default:
 			defer srv.stop()
 			stopOnSignal(srv)
 			b.etcd, b.etcdAddr = srv, srv.addr
 		}
 		if b.etcd == nil {
-			peers = slices.DeleteFunc(peers, func(p peer) bool { return p.name == "etcd" })
+			peers = slices.DeleteFunc(peers, func(p peer) bool { return p.etcd })
 		}
 	}
 	b.reset()
@@ -264,7 +264,7 @@ func (u usage) clientCPUPerCycle(cycles int64) string {
 // snapshot reads the counters of this process and of the store p uses.
 func (b *bench) snapshot(p peer) usage {
 	u := usage{clientCPU: processCPU()}
-	if p.name == "etcd" {
+	if p.etcd {
 		cpu, err := b.etcd.cpuSeconds()
 		if err != nil {
 			b.logf("etcd cpu: %v", err)

@@ -54,6 +54,8 @@ type peer struct {
 	newWorker func(e env) (worker, error)
 	// newHolder is nil for implementations without automatic renewal.
 	newHolder func(e env, ttl time.Duration, n int) (holder, error)
+	// etcd: the peer runs on the etcd server, not Redis.
+	etcd bool
 }
 
 // allPeers lists the implementations in table order.
@@ -65,7 +67,8 @@ func allPeers() []peer {
 		{name: "redislock", waits: "polling (linear backoff)", newWorker: newRedislockWorker},
 		{name: "redsync", waits: "polling", newWorker: newRedsyncWorker},
 		{name: "rueidislock", waits: "client-side caching invalidation", newWorker: newRueidisWorker, newHolder: newRueidisHolder},
-		{name: "etcd", waits: "watch on the previous key", newWorker: newEtcdWorker, newHolder: newEtcdHolder},
+		{name: "etcd", waits: "watch on the previous key", newWorker: newEtcdWorker, newHolder: newEtcdHolder, etcd: true},
+		{name: "dlock-etcd", waits: "etcd watch on the lock key, TTL fallback", newWorker: newDlockEtcdWorker, newHolder: newDlockEtcdHolder, etcd: true},
 	}
 }
 

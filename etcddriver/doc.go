@@ -1,0 +1,74 @@
+// Package etcddriver is the etcd backend of dlock: the same Client, Lease,
+// lost-lock signal and fencing tokens as on Redis, on an etcd cluster
+// (go.etcd.io/etcd/client/v3). It is a module of its own, so that users of
+// the Redis driver never download gRPC and the etcd client.
+//
+// # Keys and exclusion
+//
+// A lock named N is the etcd key <prefix>k/N. An acquisition is one Txn:
+// if the key does not exist (create revision 0), put it with the
+// acquisition's value and the Client's lease for that TTL; else read it.
+// The value starts with the acquisition's own 128-bit owner id, so two
+// acquisitions never share a key's ownership, whether they come from one
+// dlock Client or from many (etcd's concurrency.Mutex names its key after
+// the session's lease, so two Mutexes on one Session both "hold" it).
+//
+// # Fencing tokens
+//
+// The token is the etcd revision at which the acquisition created the key
+// (its create revision). etcd's revision is one counter for the whole
+// keyspace, advanced by every committed write through Raft and persisted
+// before a write is acknowledged, so the token is strictly greater than
+// every token issued before for any key — after release, expiry, forced
+// release, member restarts (kill -9 included) and leader changes. It goes
+// back only if the cluster's data is thrown away or restored from an
+// older backup without bumping the revision (etcdutl snapshot restore
+// --bump-revision); see docs/etcd.md.
+//
+// # Release
+//
+// A release deletes the key only if its value still starts with the
+// releasing acquisition's id, atomically in a Txn, so a retried release
+// never deletes a newer lock (etcd issue 22082 is the same-session version
+// of that bug). It also writes a small marker, kept about ten seconds on a
+// lease of its own, by which a retry after a lost reply is recognised and
+// answered AlreadyReleased. A batch of releases is one Txn of nested Txns:
+// one Raft entry, each lock decided on its own.
+//
+// # Leases and renewal
+//
+// etcd counts lease TTLs in whole seconds, so Capabilities reports
+// TTLUnit = 1s, and MinTTL = 2s, the default server's minimum lease TTL
+// (a shorter grant is silently raised to it). A Driver keeps one etcd lease
+// per distinct TTL and attaches every lock of that TTL to it: a hundred
+// thousand held locks are a handful of leases. Renew reads the batch's keys
+// in one read-only Txn (a lock whose key is gone, or belongs to another id,
+// is not held), then sends one LeaseKeepAliveOnce per distinct lease. The
+// engine counts the validity deadline from before the renewal was sent,
+// and the keep-alive is sent after that, so etcd cannot expire the lock
+// earlier than the deadline assumes.
+//
+// An acquisition on an existing lease is one round trip: the Txn and a
+// LeaseKeepAliveOnce of that lease go out together. The keep-alive is what
+// makes the lease last a full TTL from the moment the acquisition was sent
+// (a shared lease renewed a while ago has less left); the Txn fails with
+// "lease not found" if the lease expired, and the driver then grants a new
+// one. When no lease of that TTL exists yet, the first acquisition costs a
+// LeaseGrant more.
+//
+// # Several locks at once
+//
+// AcquireAll (driver.MultiAcquirer, dlock's LockAll) takes up to MaxBatch
+// locks all or none in one Txn: if every key is absent, put them all; the
+// tokens are that Txn's revision.
+//
+// # Waiting
+//
+// Watch follows each key with an etcd watch (all of a Client's watches
+// share one gRPC stream), filtered to deletes: a release, a forced release
+// and an expiry all delete the key. Watcher.Add returns once etcd has
+// confirmed the watch. The watches require a leader: a member cut off from
+// the quorum ends them, and the driver wakes the key's waiters (who try
+// again) and watches anew from the last revision it saw, so that no release
+// in between is missed.
+package etcddriver

@@ -1,0 +1,107 @@
+package etcddriver
+
+import (
+	"bufio"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// hub collects the events of every worker of a fault test.
+type hub struct {
+	mu      sync.Mutex
+	events  []event
+	changed chan struct{} // closed and replaced on every event
+}
+
+func newHub() *hub { return &hub{changed: make(chan struct{})} }
+
+func (h *hub) add(e event) {
+	h.mu.Lock()
+	h.events = append(h.events, e)
+	close(h.changed)
+	h.changed = make(chan struct{})
+	h.mu.Unlock()
+}
+
+func (h *hub) snapshot() []event {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]event(nil), h.events...)
+}
+
+// waitFor waits up to timeout for an event at index from or later that
+// matches, and returns it with the index after it.
+func (h *hub) waitFor(from int, timeout time.Duration, match func(event) bool) (event, int, bool) {
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	for {
+		h.mu.Lock()
+		for i := from; i < len(h.events); i++ {
+			if match(h.events[i]) {
+				e := h.events[i]
+				h.mu.Unlock()
+				return e, i + 1, true
+			}
+		}
+		from = len(h.events)
+		ch := h.changed
+		h.mu.Unlock()
+		select {
+		case <-ch:
+		case <-timer.C:
+			return event{}, from, false
+		}
+	}
+}
+
+// proc is one worker process.
+type proc struct {
+	name string
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+func startWorker(t *testing.T, h *hub, cfg workerConfig) *proc {
+	t.Helper()
+	raw, err := json.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), workerEnv+"="+string(raw))
+	cmd.Stderr = &strings.Builder{}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &proc{name: cfg.Name, cmd: cmd, done: make(chan struct{})}
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			var e event
+			if json.Unmarshal(sc.Bytes(), &e) == nil {
+				h.add(e)
+			}
+		}
+		_ = cmd.Wait()
+		close(p.done)
+	}()
+	t.Cleanup(func() { p.signal(syscall.SIGCONT); p.kill() })
+	return p
+}
+
+func (p *proc) signal(sig syscall.Signal) { _ = p.cmd.Process.Signal(sig) }
+
+func (p *proc) kill() {
+	_ = p.cmd.Process.Kill()
+	<-p.done
+}

@@ -1,0 +1,245 @@
+package etcddriver
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// leasePool keeps one etcd lease per TTL for the locks of one Driver: the
+// keys of every lock with that TTL are attached to it, so renewing a
+// thousand locks costs one keep-alive, and a crashed process's locks all
+// expire together, one TTL after its last keep-alive.
+type leasePool struct {
+	cli *clientv3.Client
+
+	mu     sync.Mutex
+	byTTL  map[int64]*poolLease
+	closed bool
+}
+
+// poolLease is one lease, or a grant in progress (ready not yet closed).
+type poolLease struct {
+	ttl   int64 // seconds
+	ready chan struct{}
+	err   error // of the grant, once ready
+	id    clientv3.LeaseID
+
+	mu     sync.Mutex
+	lastOK time.Time // when the last successful grant or keep-alive was sent
+}
+
+// alive reports whether the lease is surely still alive at now by our
+// clock: its last successful keep-alive was sent less than its TTL ago
+// (less a second of slack for a keep-alive that etcd took long to apply).
+func (l *poolLease) alive(now time.Time) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return now.Before(l.lastOK.Add(time.Duration(l.ttl)*time.Second - time.Second))
+}
+
+// sentSince reports whether a grant or keep-alive of the lease that was
+// sent at or after t succeeded: the lease then lasts a full TTL from t.
+func (l *poolLease) sentSince(t time.Time) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return !l.lastOK.Before(t)
+}
+
+func (l *poolLease) kept(sent time.Time) {
+	l.mu.Lock()
+	if sent.After(l.lastOK) {
+		l.lastOK = sent
+	}
+	l.mu.Unlock()
+}
+
+func newLeasePool(cli *clientv3.Client) *leasePool {
+	return &leasePool{cli: cli, byTTL: make(map[int64]*poolLease)}
+}
+
+var errDriverClosed = errors.New("etcd driver closed")
+
+// get returns the lease for ttl seconds, granting one if there is none or
+// the one there may have expired. Concurrent callers share one grant.
+func (p *leasePool) get(ctx context.Context, ttl int64) (*poolLease, error) {
+	for {
+		p.mu.Lock()
+		if p.closed {
+			p.mu.Unlock()
+			return nil, errDriverClosed
+		}
+		l := p.byTTL[ttl]
+		if l == nil {
+			p.pruneLocked(time.Now())
+			l = &poolLease{ttl: ttl, ready: make(chan struct{})}
+			p.byTTL[ttl] = l
+			p.mu.Unlock()
+			p.grant(ctx, l)
+			if l.err != nil {
+				return nil, l.err
+			}
+			return l, nil
+		}
+		p.mu.Unlock()
+		select {
+		case <-l.ready:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		if l.err == nil && l.alive(time.Now()) {
+			return l, nil
+		}
+		p.drop(l) // failed grant or expired: the next round grants anew
+	}
+}
+
+func (p *leasePool) grant(ctx context.Context, l *poolLease) {
+	defer close(l.ready)
+	sent := time.Now()
+	resp, err := p.cli.Grant(ctx, l.ttl)
+	if err != nil {
+		l.err = err
+		return
+	}
+	l.id = resp.ID
+	l.lastOK = sent
+	p.mu.Lock()
+	closed := p.closed
+	p.mu.Unlock()
+	if closed {
+		// Close ran during the grant and did not see this lease.
+		_, _ = p.cli.Revoke(context.WithoutCancel(ctx), resp.ID)
+		l.err = errDriverClosed
+	}
+}
+
+// pruneLocked forgets leases that have surely expired, so that a program
+// using many different TTLs over time does not accumulate them.
+func (p *leasePool) pruneLocked(now time.Time) {
+	for ttl, l := range p.byTTL {
+		select {
+		case <-l.ready:
+			if l.err != nil || !l.alive(now) {
+				delete(p.byTTL, ttl)
+			}
+		default:
+		}
+	}
+}
+
+// drop forgets l, if it is still the pool's lease for its TTL.
+func (p *leasePool) drop(l *poolLease) {
+	p.mu.Lock()
+	if p.byTTL[l.ttl] == l {
+		delete(p.byTTL, l.ttl)
+	}
+	p.mu.Unlock()
+}
+
+// byID returns the pool's lease with that id, if any.
+func (p *leasePool) byID(id clientv3.LeaseID) *poolLease {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, l := range p.byTTL {
+		select {
+		case <-l.ready:
+			if l.err == nil && l.id == id {
+				return l
+			}
+		default:
+		}
+	}
+	return nil
+}
+
+// keepAlive sends one keep-alive for id and reports whether the lease is
+// alive with a TTL of at least ttl seconds. The send time is recorded for
+// the pool's lease of that id.
+func (p *leasePool) keepAlive(ctx context.Context, id clientv3.LeaseID, ttl int64) (bool, error) {
+	sent := time.Now()
+	resp, err := p.cli.KeepAliveOnce(ctx, id)
+	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		if l := p.byID(id); l != nil {
+			p.drop(l)
+		}
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if l := p.byID(id); l != nil {
+		l.kept(sent)
+	}
+	return resp.TTL >= ttl, nil
+}
+
+// revokeAll revokes every lease of the pool (deleting the keys attached
+// to them) and makes later gets fail.
+func (p *leasePool) revokeAll(ctx context.Context) {
+	p.mu.Lock()
+	p.closed = true
+	leases := p.byTTL
+	p.byTTL = nil
+	p.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, l := range leases {
+		wg.Go(func() {
+			select {
+			case <-l.ready:
+			case <-ctx.Done():
+				return
+			}
+			if l.err == nil {
+				_, _ = p.cli.Revoke(ctx, l.id)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// markerTTL is how long the marker lease lives; release markers are
+// written to it only during its first half, so each lives 5 to 10 s:
+// long enough for a retry after a lost reply, short enough to cost nothing.
+const markerTTL = 10
+
+// markerLease is the lease release markers are attached to. It is never
+// kept alive: a new one is granted when the current one is past half its
+// life.
+type markerLease struct {
+	cli *clientv3.Client
+
+	mu      sync.Mutex
+	id      clientv3.LeaseID
+	granted time.Time
+}
+
+// get returns a lease with at least markerTTL/2 seconds left, or 0 if
+// none could be granted (releases then go without markers).
+func (m *markerLease) get(ctx context.Context) clientv3.LeaseID {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.id != 0 && time.Since(m.granted) < markerTTL*time.Second/2 {
+		return m.id
+	}
+	sent := time.Now()
+	resp, err := m.cli.Grant(ctx, markerTTL)
+	if err != nil {
+		return 0
+	}
+	m.id, m.granted = resp.ID, sent
+	return m.id
+}
+
+// forget drops a marker lease etcd says is gone.
+func (m *markerLease) forget(id clientv3.LeaseID) {
+	m.mu.Lock()
+	if m.id == id {
+		m.id = 0
+	}
+	m.mu.Unlock()
+}

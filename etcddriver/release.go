@@ -1,0 +1,113 @@
+package etcddriver
+
+import (
+	"context"
+	"errors"
+
+	"github.com/dlockio/dlock/driver"
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Release implements driver.Driver. Each request is a nested Txn: if the
+// key's value belongs to the request's id, delete it and write the release
+// marker; else read the marker, which tells a retry of our own release
+// (AlreadyReleased) from a lock that was lost (NotHeld). All of a batch's
+// requests go in one outer Txn — one Raft entry — except that a key
+// appearing twice goes in a later Txn (etcd refuses a Txn writing one key
+// twice).
+func (d *Driver) Release(ctx context.Context, reqs []driver.ReleaseRequest) ([]driver.ReleaseResult, error) {
+	results := make([]driver.ReleaseResult, len(reqs))
+	if len(reqs) == 0 {
+		return results, nil
+	}
+	for _, r := range reqs {
+		if err := checkKind(r.Kind); err != nil {
+			return nil, err
+		}
+		if err := checkID(r.ID); err != nil {
+			return nil, err
+		}
+	}
+	ctx, cancel := d.callCtx(ctx)
+	defer cancel()
+	for rest := indexes(len(reqs)); len(rest) > 0; {
+		var round []int
+		round, rest = distinctKeys(reqs, rest)
+		if err := d.releaseRound(ctx, reqs, round, results); err != nil {
+			return nil, err
+		}
+	}
+	return results, nil
+}
+
+func (d *Driver) releaseRound(ctx context.Context, reqs []driver.ReleaseRequest, round []int, results []driver.ReleaseResult) error {
+	for attempt := 0; ; attempt++ {
+		marker := d.markers.get(ctx)
+		ops := make([]clientv3.Op, len(round))
+		for j, i := range round {
+			r := reqs[i]
+			key, mkey := d.lockKey(r.Key), d.markerKey(r.Key)
+			then := []clientv3.Op{clientv3.OpDelete(key)}
+			if marker != 0 {
+				then = append(then, clientv3.OpPut(mkey, r.ID, clientv3.WithLease(marker)))
+			}
+			ops[j] = clientv3.OpTxn(ownedCmp(key, r.ID), then, []clientv3.Op{clientv3.OpGet(mkey)})
+		}
+		resp, err := d.cli.Txn(ctx).Then(ops...).Commit()
+		if errors.Is(err, rpctypes.ErrLeaseNotFound) && marker != 0 && attempt == 0 {
+			// The marker lease is gone (revoked by hand, or a clock jump):
+			// grant another.
+			d.markers.forget(marker)
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		for j, i := range round {
+			inner := resp.Responses[j].GetResponseTxn()
+			switch {
+			case inner.Succeeded:
+				results[i] = driver.Released
+			case releasedBy(inner, reqs[i].ID):
+				results[i] = driver.AlreadyReleased
+			default:
+				results[i] = driver.NotHeld
+			}
+		}
+		return nil
+	}
+}
+
+// releasedBy reports whether the marker read by a failed release names id.
+func releasedBy(inner *pb.TxnResponse, id string) bool {
+	if len(inner.Responses) == 0 {
+		return false
+	}
+	kvs := inner.Responses[0].GetResponseRange().Kvs
+	return len(kvs) == 1 && string(kvs[0].Value) == id
+}
+
+func indexes(n int) []int {
+	idx := make([]int, n)
+	for i := range idx {
+		idx[i] = i
+	}
+	return idx
+}
+
+// distinctKeys splits idx into the first occurrence of each key and the
+// rest, in order.
+func distinctKeys(reqs []driver.ReleaseRequest, idx []int) (round, rest []int) {
+	seen := make(map[string]bool, len(idx))
+	for _, i := range idx {
+		if seen[reqs[i].Key] {
+			rest = append(rest, i)
+			continue
+		}
+		seen[reqs[i].Key] = true
+		round = append(round, i)
+	}
+	return round, rest
+}
