@@ -1,4 +1,5 @@
-// Command dlock runs commands under a distributed lock held in Redis,
+// Command dlock runs commands under a distributed lock held in Redis (or
+// etcd, with --etcd),
 // shows and breaks locks, and demonstrates why naive Redis locks fail.
 // Run "dlock --help" for usage.
 package main
@@ -8,6 +9,7 @@ import (
 	"os"
 
 	dl "github.com/dlockio/dlock"
+	"github.com/dlockio/dlock/etcddriver"
 	"github.com/dlockio/dlock/internal/cli"
 	"github.com/redis/go-redis/v9"
 )
@@ -25,7 +27,12 @@ func main() {
 	// Other stores and a metrics exporter are wired in here, through
 	// cli.Options, from their own modules: this module requires them, the
 	// library's never does.
-	os.Exit(cli.Main(context.Background(), os.Args[1:], env, cli.Options{}))
+	os.Exit(cli.Main(context.Background(), os.Args[1:], env, cli.Options{
+		Backends: []cli.Backend{{
+			Flag: "etcd", Arg: "ENDPOINTS", Open: etcddriver.Open,
+			Usage: "etcd endpoints: host:2379,host2:2379, http(s)://host:2379,..., etcd(s)://[user:password@]host:2379,...",
+		}},
+	}))
 }
 
 type silent struct{}
