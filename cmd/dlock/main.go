@@ -1,5 +1,6 @@
-// Command dlock runs commands under a distributed lock held in Redis,
-// shows and breaks locks, and demonstrates why naive Redis locks fail.
+// Command dlock runs commands under a distributed lock held in Redis (or
+// etcd, with --etcd), shows and breaks locks, and demonstrates why naive
+// Redis locks fail.
 // Run "dlock --help" for usage.
 package main
 
@@ -9,6 +10,7 @@ import (
 	"os"
 
 	dl "github.com/dlockio/dlock"
+	"github.com/dlockio/dlock/etcddriver"
 	"github.com/dlockio/dlock/internal/cli"
 	dlockprom "github.com/dlockio/dlock/prometheus"
 	"github.com/prometheus/client_golang/prometheus"
@@ -29,7 +31,13 @@ func main() {
 	// Other stores and the metrics exporter are wired in here, through
 	// cli.Options, from their own modules: this module requires them, the
 	// library's never does.
-	os.Exit(cli.Main(context.Background(), os.Args[1:], env, cli.Options{Metrics: promMetrics}))
+	os.Exit(cli.Main(context.Background(), os.Args[1:], env, cli.Options{
+		Backends: []cli.Backend{{
+			Flag: "etcd", Arg: "ENDPOINTS", Open: etcddriver.Open,
+			Usage: "etcd endpoints: host:2379,host2:2379, http(s)://host:2379,..., etcd(s)://[user:password@]host:2379,...",
+		}},
+		Metrics: promMetrics,
+	}))
 }
 
 // promMetrics is the exporter of run --metrics-addr: the dlock collector

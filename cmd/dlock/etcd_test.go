@@ -1,0 +1,132 @@
+package main
+
+import (
+	"net"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// startEtcd runs a single-member etcd on free loopback ports for one test
+// and returns its client address.
+func startEtcd(t *testing.T) string {
+	t.Helper()
+	bin, err := exec.LookPath("etcd")
+	if err != nil {
+		t.Fatalf("no etcd binary (apt-get install etcd-server): %v", err)
+	}
+	port := func() int {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		return l.Addr().(*net.TCPAddr).Port
+	}
+	client := "http://127.0.0.1:" + strconv.Itoa(port())
+	peer := "http://127.0.0.1:" + strconv.Itoa(port())
+	cmd := exec.Command(bin, "--name", "t", "--data-dir", filepath.Join(t.TempDir(), "data"),
+		"--listen-client-urls", client, "--advertise-client-urls", client,
+		"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+		"--initial-cluster", "t="+peer, "--log-level", "error")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	t.Cleanup(func() { _ = cmd.Process.Kill(); <-done })
+	hc := &http.Client{Timeout: 500 * time.Millisecond}
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if resp, err := hc.Get(client + "/health"); err == nil {
+			var b [128]byte
+			n, _ := resp.Body.Read(b[:])
+			resp.Body.Close()
+			if strings.Contains(string(b[:n]), `"health":"true"`) {
+				return strings.TrimPrefix(client, "http://")
+			}
+		}
+	}
+	t.Fatal("etcd did not become healthy within 20s")
+	return ""
+}
+
+// dlockCmd runs the binary with env added to the test's environment.
+func dlockCmd(env []string, args ...string) (string, int) {
+	cmd := exec.Command(dlockBin, args...)
+	cmd.Env = append(cmd.Environ(), env...)
+	out, err := cmd.CombinedOutput()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		code = -1
+	}
+	return string(out), code
+}
+
+// run, status, list and unlock on etcd, by flag and by $DLOCK_ETCD.
+func TestEtcdCommands(t *testing.T) {
+	addr := startEtcd(t)
+	noRedis := []string{"DLOCK_REDIS="}
+	out, code := dlockCmd(noRedis, "--etcd", addr, "run", "--ttl", "3s", "job", "--", "sh", "-c", `echo "token=$DLOCK_TOKEN"`)
+	if code != 0 || !strings.Contains(out, "token=") {
+		t.Fatalf("run on etcd: exit %d, %q", code, out)
+	}
+	// Held by a run in the background; seen through $DLOCK_ETCD.
+	env := append(noRedis, "DLOCK_ETCD="+addr)
+	bg := exec.Command(dlockBin, "run", "--ttl", "3s", "held", "--", "sleep", "30")
+	bg.Env = append(bg.Environ(), env...)
+	if err := bg.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = bg.Process.Kill(); _ = bg.Wait() })
+	var status string
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if status, code = dlockCmd(env, "status", "held"); code == 0 {
+			break
+		}
+	}
+	if code != 0 || !strings.Contains(status, "token:") {
+		t.Fatalf("status of a held lock: exit %d, %q", code, status)
+	}
+	if out, code := dlockCmd(env, "list"); code != 0 || !strings.Contains(out, "held") {
+		t.Errorf("list: exit %d, %q", code, out)
+	}
+	if out, code := dlockCmd(env, "run", "--wait", "0", "held", "--", "true"); code != 75 {
+		t.Errorf("run of a held lock with --wait 0: exit %d, %q; want 75", code, out)
+	}
+	if out, code := dlockCmd(env, "unlock", "--force", "held"); code != 0 {
+		t.Errorf("unlock --force: exit %d, %q", code, out)
+	}
+	// The broken run notices (exit 76) within a TTL or so.
+	done := make(chan error, 1)
+	go func() { done <- bg.Wait() }()
+	select {
+	case err := <-done:
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 76 {
+			t.Errorf("run whose lock was broken: %v, want exit 76", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Error("run whose lock was broken still running after 10s")
+	}
+	if out, code := dlockCmd(env, "status", "held"); code != 1 {
+		t.Errorf("status after unlock --force: exit %d, %q; want 1", code, out)
+	}
+	// Two stores named at once are refused, not silently chosen between.
+	if out, code := dlockCmd(env, "--redis", "redis://127.0.0.1:1/0", "--etcd", addr, "list"); code != 64 {
+		t.Errorf("--redis with --etcd: exit %d, %q; want 64", code, out)
+	}
+	if out, code := dlockCmd([]string{"DLOCK_REDIS=redis://127.0.0.1:1/0", "DLOCK_ETCD=" + addr}, "list"); code != 64 {
+		t.Errorf("DLOCK_REDIS with DLOCK_ETCD: exit %d, %q; want 64", code, out)
+	}
+	if out, code := dlockCmd([]string{"DLOCK_REDIS=redis://127.0.0.1:1/0"}, "--etcd", addr, "list"); code != 0 {
+		t.Errorf("--etcd beats $DLOCK_REDIS: exit %d, %q", code, out)
+	}
+	if out, code := dlockCmd(noRedis, "--etcd", addr, "run", "--ttl", "1s", "short", "--", "true"); code != 64 {
+		t.Errorf("--ttl 1s on etcd (below the 2s minimum lease): exit %d, %q; want 64", code, out)
+	}
+}
