@@ -97,14 +97,16 @@ local function queue_lib()
   end
 
   -- q_touch gives the queue keys the latest expiry of their leases, or
-  -- deletes them when none is left.
+  -- deletes them when none is left. Exactly that expiry: Redis keeps a key
+  -- through the millisecond of its expiry, and q_settle drops a lease at
+  -- it, so the keys never vanish under a live lease nor outlive the last.
   local function q_touch(K)
     local top = redis.call('ZRANGE', K.e, -1, -1, 'WITHSCORES')
     if #top == 0 then
       redis.call('DEL', K.w, K.e, K.d, K.q)
       return
     end
-    local at = top[2] + 1
+    local at = top[2]
     redis.call('PEXPIREAT', K.w, at)
     redis.call('PEXPIREAT', K.e, at)
     redis.call('PEXPIREAT', K.d, at)

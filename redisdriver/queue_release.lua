@@ -23,12 +23,16 @@ for i = 1, #KEYS do
     else
       redis.call('ZREM', K.w, id)
     end
-    -- Remembered until the lease would have expired, for a retry.
+    -- Remembered until the lease would have expired, for a retry. The
+    -- record goes in before the lease comes out: removing the last member
+    -- first would delete the key, and re-creating it would leave it without
+    -- an expiry (no q_touch follows). This way each key keeps the expiry
+    -- it has, which covers the record (its expiry is the lease's).
     local exp = redis.call('ZSCORE', K.e, id)
-    redis.call('HDEL', K.d, id)
-    redis.call('ZREM', K.e, id)
     redis.call('HSET', K.d, 'r:' .. id, '')
+    redis.call('HDEL', K.d, id)
     redis.call('ZADD', K.e, exp, 'r:' .. id)
+    redis.call('ZREM', K.e, id)
     res[i] = '__RELEASED__'
   elseif what == 'W' and owned(K.lock, id .. SEP) then
     -- Granted the exclusive lease while its waiter gave up: pass it on.
