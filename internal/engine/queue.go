@@ -204,7 +204,13 @@ func (e *Engine) acquireQueued(ctx context.Context, req driver.QueueRequest, ren
 			// The renewal said the place is gone: granted, or dropped.
 		case <-pokeC:
 		case <-e.closed:
-			w = nil // Close releases the place with every hold it tracks
+			// Close releases the place with every hold it tracks; a place
+			// lost at its deadline is no longer tracked (renew.go leaves
+			// its release to this loop).
+			if w.Err() != nil {
+				e.releaser.add(place)
+			}
+			w = nil
 			return nil, ErrClosed
 		case <-ctx.Done():
 			e.renewer.remove(w)

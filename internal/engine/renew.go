@@ -212,8 +212,15 @@ func (r *renewer) tick(ctx context.Context) time.Duration {
 				"key", h.key, "token", h.token)
 		}
 		// The store may still hold the key for us (a renewal that landed
-		// but whose reply did not): free it for the others.
-		r.e.releaser.add(h.releaseRequest())
+		// but whose reply did not): free it for the others. Not a waiter's
+		// place: its waiter asks the store again with the same id, which
+		// may be granted, and a release sent now (still in flight through
+		// an outage) could land after that grant and free the lease the
+		// waiter then holds. Every way out of the wait releases the place
+		// itself (queue.go).
+		if h.kind != driver.KindWaiter {
+			r.e.releaser.add(h.releaseRequest())
+		}
 	}
 	for len(due) > 0 {
 		n := min(len(due), r.e.caps.MaxBatch)
