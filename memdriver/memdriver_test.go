@@ -275,3 +275,23 @@ func TestCloseClosesGrantWatchers(t *testing.T) {
 		t.Fatalf("WatchGrants after Close: %v, want ErrClosed", err)
 	}
 }
+
+// A restart from a snapshot taken after a permit's release keeps the
+// release on record, as it keeps the plain lock's: a retry of that release
+// is AlreadyReleased, not NotHeld.
+func TestRestartFromSnapshotKeepsQueuedReleases(t *testing.T) {
+	d := memdriver.New()
+	ctx := context.Background()
+	req := driver.QueueRequest{Key: "pool", ID: "p1", TTL: 10 * time.Second, Mode: driver.ModePermit, Limit: 2}
+	if res, err := d.Enqueue(ctx, req); err != nil || !res.Granted {
+		t.Fatalf("Enqueue = %+v, %v", res, err)
+	}
+	rel := []driver.ReleaseRequest{{Kind: driver.KindPermit, Key: "pool", ID: "p1"}}
+	if got, err := d.Release(ctx, rel); err != nil || got[0] != driver.Released {
+		t.Fatalf("Release = %v, %v", got, err)
+	}
+	d.Restart(d.Snapshot())
+	if got, err := d.Release(ctx, rel); err != nil || got[0] != driver.AlreadyReleased {
+		t.Fatalf("retried Release after the restart = %v, %v; want AlreadyReleased", got, err)
+	}
+}
