@@ -225,33 +225,47 @@ func TestRedisSemaphoreDeadHolderReclaimed(t *testing.T) {
 	}
 }
 
-// With append-only persistence, a Redis restart keeps every permit: N+1
-// holders never coexist, and the holders' renewals keep working.
+// A Redis restart that loses no acknowledged write keeps every permit:
+// N+1 holders never coexist, and the holders' renewals keep working. Two
+// such restarts: SIGKILL with an append-only file synced on every write,
+// and a clean shutdown (SIGTERM) with one synced every second, which
+// Redis flushes before it exits.
 func TestRedisSemaphoreSurvivesRestart(t *testing.T) {
-	const ttl = 1500 * time.Millisecond
-	srv := redistest.Start(t, redistest.WithArgs("--appendonly", "yes", "--appendfsync", "always"))
-	a, b := newLocker(t, srv.Addr()), newLocker(t, srv.Addr())
-	ctx := ctxTimeout(t, 30*time.Second)
-	const name = "restart-pool"
-	var held []*dlock.Lease
-	for range 3 {
-		held = append(held, got(t)(a.Semaphore(name, 3).Acquire(ctx, dlock.WithTTL(ttl))))
+	for _, tc := range []struct {
+		name  string
+		fsync string
+		stop  func(*redistest.Server)
+	}{
+		{"kill-fsync-always", "always", (*redistest.Server).Kill},
+		{"shutdown-fsync-everysec", "everysec", (*redistest.Server).Stop},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			const ttl = 1500 * time.Millisecond
+			srv := redistest.Start(t, redistest.WithArgs("--appendonly", "yes", "--appendfsync", tc.fsync))
+			a, b := newLocker(t, srv.Addr()), newLocker(t, srv.Addr())
+			ctx := ctxTimeout(t, 30*time.Second)
+			const name = "restart-pool"
+			var held []*dlock.Lease
+			for range 3 {
+				held = append(held, got(t)(a.Semaphore(name, 3).Acquire(ctx, dlock.WithTTL(ttl))))
+			}
+			tc.stop(srv)
+			srv.Restart()
+			for range 3 { // several renewal rounds after the restart
+				if _, err := b.Semaphore(name, 3).TryAcquire(ctx); !errors.Is(err, dlock.ErrNotAcquired) {
+					t.Fatalf("after the restart, a fourth of 3 permits: %v", err)
+				}
+				time.Sleep(ttl / 3)
+			}
+			for _, l := range held {
+				if l.Err() != nil {
+					t.Fatalf("a permit was lost across the restart: %v", l.Err())
+				}
+				unlock(t, l)
+			}
+			unlock(t, got(t)(b.Semaphore(name, 3).TryAcquire(ctx)))
+		})
 	}
-	srv.Kill()
-	srv.Restart()
-	for range 3 { // several renewal rounds after the restart
-		if _, err := b.Semaphore(name, 3).TryAcquire(ctx); !errors.Is(err, dlock.ErrNotAcquired) {
-			t.Fatalf("after the restart, a fourth of 3 permits: %v", err)
-		}
-		time.Sleep(ttl / 3)
-	}
-	for _, l := range held {
-		if l.Err() != nil {
-			t.Fatalf("a permit was lost across the restart: %v", l.Err())
-		}
-		unlock(t, l)
-	}
-	unlock(t, got(t)(b.Semaphore(name, 3).TryAcquire(ctx)))
 }
 
 // On a 3-node Cluster: readers share and exclude a writer, permits are
