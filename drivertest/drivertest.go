@@ -82,6 +82,8 @@ type Harness struct {
 //   - Queue (driver.Queuer): FIFO grants by hand-off, no overtaking, dead
 //     waiters and expired holders, cancelled and raced waiters, readers,
 //     permits, the TTL of a grant, InspectQueue, bad input.
+//   - QueueList (driver.QueueLister): ListQueues by literal prefix, with
+//     holders and waiters; emptied names disappear.
 //
 // Subtests needing an optional interface or Harness field the driver
 // lacks are skipped.
@@ -141,6 +143,7 @@ func Run(t *testing.T, h Harness) {
 			{"ForceRelease", testForceRelease, true},
 		}},
 		{"Queue", queueTests},
+		{"QueueList", queueListTests},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {
