@@ -3,6 +3,8 @@ package dlock
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/dlockio/dlock/driver"
 	"github.com/dlockio/dlock/internal/engine"
@@ -40,4 +42,28 @@ func (c *Client) InspectQueue(ctx context.Context, name string) (info QueueInfo,
 		return found[QueueInfo]{info, ok}, err
 	})
 	return r.v, r.ok, c.classify(ctx, "inspect queue", name, err)
+}
+
+// ListQueues returns the read-write locks and semaphores whose names start
+// with prefix and that have a reader, a permit or a waiter, each as
+// InspectQueue reports it (an exclusive holder included), sorted by name.
+// A lock held only exclusively is List's, not this one's. It needs a
+// driver that implements driver.QueueLister; otherwise it returns
+// ErrUnsupported.
+func (c *Client) ListQueues(ctx context.Context, prefix string) ([]QueueInfo, error) {
+	if ctx == nil {
+		return nil, fmt.Errorf("%w: nil context", ErrInvalidArgument)
+	}
+	ql, ok := c.drv.(driver.QueueLister)
+	if !ok {
+		return nil, fmt.Errorf("dlock: list queues %q: %w", prefix, ErrUnsupported)
+	}
+	infos, err := engine.Call(c.e, ctx, func(ctx context.Context) ([]QueueInfo, error) {
+		return ql.ListQueues(ctx, prefix)
+	})
+	if err != nil {
+		return nil, c.classify(ctx, "list queues", prefix, err)
+	}
+	slices.SortFunc(infos, func(a, b QueueInfo) int { return strings.Compare(a.Key, b.Key) })
+	return infos, nil
 }
