@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -36,10 +35,11 @@ within --timeout.
 const listUsage = `Usage: dlock list [--json] [--timeout D] [PREFIX]
 
 Lists every held lock whose name starts with PREFIX (all when omitted),
-under a header line, or prints "no locks held" (with --json: []).
+under a header line, then the read-write locks and semaphores in use (see
+below), or prints "no locks held" when there is neither (with --json: []).
 Exit status 0, also when there are none; 69 when the store does not answer
 within --timeout.
-` + jsonHelp
+` + jsonHelp + listQueuesHelp
 
 const jsonHelp = `
 --json prints one object per lock (list: an array of them, [] when none):
@@ -272,49 +272,6 @@ func (s *invocation) writeStatus(st lockStatus, jsonOut func(any) error) error {
 		return &exitError{code: ExitNotHeld, err: fmt.Errorf("lock %q is not held", key)}
 	}
 	return nil
-}
-
-func listCommand(ctx context.Context, s *invocation, o operatorFlags, args []string) error {
-	asJSON := o.json
-	if err := s.parse(args); err != nil {
-		return err
-	}
-	fs := s.flags.fs
-	if fs.NArg() > 1 {
-		return usageErrorf("want at most one PREFIX, got %d arguments (see dlock list --help)", fs.NArg())
-	}
-	var infos []dlock.LockInfo
-	err := s.withClient(ctx, *o.timeout, func(ctx context.Context, c *dlock.Client) (err error) {
-		infos, err = c.List(ctx, fs.Arg(0))
-		return err
-	})
-	if err != nil {
-		return err
-	}
-	sort.Slice(infos, func(i, j int) bool { return infos[i].Key < infos[j].Key })
-	now := time.Now()
-	out := make([]lockJSON, len(infos))
-	for i, info := range infos {
-		out[i] = toJSON(info, now)
-	}
-	if *asJSON {
-		return writeJSON(s.env.Stdout, out)
-	}
-	if len(out) == 0 {
-		msg := "no locks held"
-		if p := fs.Arg(0); p != "" {
-			msg += fmt.Sprintf(" with a name starting with %q", p)
-		}
-		_, err := fmt.Fprintln(s.env.Stdout, msg)
-		return err
-	}
-	tw := tabwriter.NewWriter(s.env.Stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "KEY\tTOKEN\tHOST\tPID\tHELD\tTTL\tMETA")
-	for _, j := range out {
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%s\t%s\t%s\n", j.Key, j.Token, j.Host, j.PID,
-			roundDur(time.Duration(j.HeldMS)*time.Millisecond), roundDur(time.Duration(j.TTLMS)*time.Millisecond), oneLine(j.Meta))
-	}
-	return tw.Flush()
 }
 
 func unlockCommand(ctx context.Context, s *invocation, o operatorFlags, force *bool, args []string) error {
