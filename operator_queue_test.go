@@ -55,6 +55,9 @@ func TestListQueues(t *testing.T) {
 	if l := <-waiting; l != nil {
 		t.Fatalf("the cancelled waiter got a permit")
 	}
+	// Its place is given up in the background: wait for it, or the
+	// permit released below would pass to it for a moment.
+	waitInQueue(t, c, "q/pool", 0)
 	unlock(t, r)
 	unlock(t, p)
 	unlock(t, plain)

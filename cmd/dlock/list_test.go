@@ -193,6 +193,10 @@ func TestListQueued(t *testing.T) {
 			t.Fatal("a cancelled waiter was granted")
 		}
 	}
+	// Their places are given up in the background: wait for that, or the
+	// leases released below would pass to them for a moment.
+	waitWaiters(t, c, "jobs/gpu", 0)
+	waitWaiters(t, c, "jobs/fair", 0)
 	for _, l := range []*dl.Lease{reader, permit, plain, fair} {
 		if err := l.Unlock(ctx); err != nil {
 			t.Fatal(err)

@@ -80,7 +80,7 @@ func commands() []command {
 	return []command{
 		{name: "run", stores: true, summary: "run a command while holding a lock", usage: runUsage, define: defineRun},
 		{name: "status", stores: true, summary: "show who holds a lock", usage: statusUsage, define: defineStatus},
-		{name: "list", stores: true, summary: "list held locks", usage: listUsage, define: defineList},
+		{name: "list", stores: true, summary: "list held locks, readers, permits and waiters", usage: listUsage, define: defineList},
 		{name: "unlock", stores: true, summary: "break a lock (operator's break-glass)", usage: unlockUsage, define: defineUnlock},
 		{name: "demo", summary: "reproduce the double-processing incident, then fix it with dlock", usage: demoUsage, noEnv: true, define: defineDemo},
 		{name: "completion", summary: "print a shell completion script (bash, zsh, fish)", usage: completionUsage, noEnv: true, define: defineCompletion},
