@@ -29,7 +29,10 @@ func testTokensRelease(t *testing.T, h Harness) {
 func testTokensExpiry(t *testing.T, h Harness) {
 	e := newEnv(t, h)
 	k := e.key("lock")
-	ttl := e.ttl(50 * time.Millisecond)
+	// Long enough that a driver expiring early (at half the TTL, say) is
+	// caught even when the acquisition's reply is delayed by a loaded
+	// machine: the lower bound below counts from before the request.
+	ttl := e.ttl(400 * time.Millisecond)
 	start := time.Now()
 	a := e.acquire(k, ttl)
 
