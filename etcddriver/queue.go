@@ -164,6 +164,9 @@ func (d *Driver) step(ctx context.Context, name string, req *driver.QueueRequest
 				return out, err
 			}
 		}
+		if d.revokeRunOut(ctx, st) {
+			continue
+		}
 		out, retry, err := d.stepOnce(ctx, start, name, st, req, probe)
 		if retry {
 			continue
@@ -171,6 +174,20 @@ func (d *Driver) step(ctx context.Context, name string, req *driver.QueueRequest
 		return out, err
 	}
 	return stepOutcome{}, errQueueContended
+}
+
+// revokeRunOut revokes the leases of st's holders that this process owns
+// and knows have run out (leasePool.runOut), so that a queue step does not
+// wait for etcd's late expiry of a lease whose owner already gave it up.
+func (d *Driver) revokeRunOut(ctx context.Context, st queueState) bool {
+	revoked := false
+	if st.lock != nil {
+		revoked = d.leases.runOut(ctx, clientv3.LeaseID(st.lock.Lease))
+	}
+	for _, h := range st.holders {
+		revoked = d.leases.runOut(ctx, clientv3.LeaseID(h.kv.Lease)) || revoked
+	}
+	return revoked
 }
 
 // alreadyHeld answers a request whose id holds a lease of the name: a

@@ -28,9 +28,9 @@ func lenPrefixed(s string) string { return strconv.Itoa(len(s)) + "/" + s + "/" 
 
 // queuePrefix holds every waiter and queued holder of name: one range, so
 // that Acquire refuses a name with any of them in one compare.
-func (d *Driver) queuePrefix(name string) string { return d.prefix + queueSpace + lenPrefixed(name) }
-func (d *Driver) waiterPrefix(name string) string { return d.queuePrefix(name) + waiterPart }
-func (d *Driver) holderPrefix(name string) string { return d.queuePrefix(name) + holderPart }
+func (d *Driver) queuePrefix(name string) string   { return d.prefix + queueSpace + lenPrefixed(name) }
+func (d *Driver) waiterPrefix(name string) string  { return d.queuePrefix(name) + waiterPart }
+func (d *Driver) holderPrefix(name string) string  { return d.queuePrefix(name) + holderPart }
 func (d *Driver) waiterKey(name, id string) string { return d.waiterPrefix(name) + id }
 func (d *Driver) holderKey(name, id string) string { return d.holderPrefix(name) + id }
 func (d *Driver) qmarkKey(name, id string) string {
