@@ -232,7 +232,7 @@ func (d *Driver) stepOnce(ctx context.Context, start time.Time, name string, st 
 		clientv3.Compare(clientv3.ModRevision(hp), "<", st.rev+1).WithRange(clientv3.GetPrefixRangeEnd(hp)),
 	}
 	var ops []clientv3.Op
-	marker := d.markers.get(ctx)
+	var marker clientv3.LeaseID // of the announcements, got once needed
 	now := time.Now()
 	occ := st.occupancy()
 	granted := map[string]bool{}
@@ -251,6 +251,9 @@ func (d *Driver) stepOnce(ctx context.Context, start time.Time, name string, st 
 		wkey := string(w.kv.Key)
 		cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(wkey), "=", w.kv.CreateRevision))
 		ops = append(ops, clientv3.OpDelete(wkey), put)
+		if marker == 0 && w.v.Inbox != "" {
+			marker = d.markers.get(ctx)
+		}
 		if marker != 0 && w.v.Inbox != "" && (req == nil || w.v.ID != req.ID) {
 			a, _ := json.Marshal(announcement{Key: name, ID: w.v.ID})
 			ops = append(ops, clientv3.OpPut(d.inboxPrefix(w.v.Inbox)+w.v.ID, string(a), clientv3.WithLease(marker)))
@@ -328,7 +331,9 @@ func (d *Driver) stepOnce(ctx context.Context, start time.Time, name string, st 
 		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
 			// A place's lease expired after the read, or ours or the
 			// marker's vanished: read again.
-			d.markers.forget(marker)
+			if marker != 0 {
+				d.markers.forget(marker)
+			}
 			if pool != nil {
 				d.leases.drop(pool)
 			}
