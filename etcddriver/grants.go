@@ -58,6 +58,11 @@ func (d *Driver) WatchGrants(ctx context.Context, inbox string, onGrant func(dri
 		defer close(w.done)
 		for {
 			for resp := range ch {
+				if resp.CompactRevision > next {
+					// Announcements before it are gone: best effort, the
+					// waiters' renewals learn of those grants.
+					next = resp.CompactRevision
+				}
 				if resp.Header.Revision >= next {
 					next = resp.Header.Revision + 1
 				}
