@@ -3,6 +3,7 @@ package etcddriver
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -211,5 +212,49 @@ func TestRWMutexAndSemaphore(t *testing.T) {
 		if err := l.Unlock(context.WithoutCancel(ctxT(t))); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// The queue ranges of two names never overlap, even when one name is a
+// prefix of the other: a waiter of "a/b" does not keep "a" busy.
+func TestQueueRangesOfPrefixNames(t *testing.T) {
+	d := newDriver(t, etcdtest.Client(t, member(t).Addr()))
+	ttl := 30 * time.Second
+	id, _ := acquireOK(t, d, "a/b", ttl)
+	res, err := d.Enqueue(ctxT(t), driver.QueueRequest{Key: "a/b", ID: "w1", TTL: ttl,
+		Mode: driver.ModeExclusive, Wait: true, Inbox: "inbox"})
+	if err != nil || !res.Queued {
+		t.Fatalf("Enqueue behind a holder: %+v, %v; want queued", res, err)
+	}
+	acquireOK(t, d, "a", ttl)
+	if r, err := d.Acquire(ctxT(t), driver.AcquireRequest{Key: "a/b", ID: "other", TTL: ttl}); err != nil || r.Acquired {
+		t.Fatalf("Acquire of a name with a waiter: %+v, %v; want refused", r, err)
+	}
+	if _, err := d.Release(ctxT(t), releaseReq("a/b", id)); err != nil {
+		t.Fatal(err)
+	}
+	info, ok, err := d.InspectQueue(ctxT(t), "a/b")
+	if err != nil || !ok || len(info.Holders) != 1 || info.Holders[0].ID != "w1" || len(info.Waiters) != 0 {
+		t.Fatalf("after the holder's release: %+v ok %v err %v; want w1 holding", info, ok, err)
+	}
+}
+
+// AcquireAll takes MaxAtomic locks in one Txn on a real etcd (two
+// compares per lock stay within etcd's default limit) and Atomic refuses
+// one more.
+func TestAcquireAllMaxAtomic(t *testing.T) {
+	d := newDriver(t, etcdtest.Client(t, member(t).Addr()))
+	reqs := make([]driver.AcquireRequest, MaxAtomic)
+	keys := make([]string, MaxAtomic)
+	for i := range reqs {
+		keys[i] = fmt.Sprintf("all%d", i)
+		reqs[i] = driver.AcquireRequest{Key: keys[i], ID: fmt.Sprintf("id%d", i), TTL: 30 * time.Second}
+	}
+	res, err := d.AcquireAll(ctxT(t), reqs)
+	if err != nil || !res.Acquired {
+		t.Fatalf("AcquireAll of %d: %+v, %v", MaxAtomic, res, err)
+	}
+	if d.Atomic(append(keys, "one-more")) {
+		t.Errorf("Atomic of %d keys: true, want false", MaxAtomic+1)
 	}
 }
