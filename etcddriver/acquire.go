@@ -3,7 +3,6 @@ package etcddriver
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/dlockio/dlock/driver"
@@ -67,9 +66,9 @@ func (d *Driver) acquireOn(ctx context.Context, l *poolLease, start time.Time, k
 		}()
 	}
 	resp, err := d.cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0), d.queueEmptyCmp(req.Key)).
 		Then(clientv3.OpPut(key, value, clientv3.WithLease(l.id))).
-		Else(clientv3.OpGet(key)).
+		Else(clientv3.OpGet(key), clientv3.OpGet(d.holderPrefix(req.Key), clientv3.WithPrefix(), clientv3.WithLimit(1))).
 		Commit()
 	var kaErr error
 	if ka != nil {
@@ -88,8 +87,16 @@ func (d *Driver) acquireOn(ctx context.Context, l *poolLease, start time.Time, k
 	}
 	kvs := resp.Responses[0].GetResponseRange().Kvs
 	if len(kvs) == 0 {
-		// Cannot happen: the compare and the read are one atomic step.
-		return driver.AcquireResult{}, fmt.Errorf("lock %q neither absent nor present", key)
+		// Free of an exclusive holder, but queued: waiters, which a plain
+		// acquisition never jumps, or readers/permit holders, of which
+		// one's TTL bounds the wait.
+		res := driver.AcquireResult{RetryAfter: -1}
+		if hs := resp.Responses[1].GetResponseRange().Kvs; len(hs) > 0 {
+			if v, err := decodeQueueValue(hs[0].Value); err == nil && v.TTL > 0 {
+				res.RetryAfter = v.TTL
+			}
+		}
+		return res, nil
 	}
 	kv := kvs[0]
 	if ownedBy(kv.Value, req.ID) {

@@ -58,9 +58,24 @@
 //
 // # Several locks at once
 //
-// AcquireAll (driver.MultiAcquirer, dlock's LockAll) takes up to MaxBatch
-// locks all or none in one Txn: if every key is absent, put them all; the
-// tokens are that Txn's revision.
+// AcquireAll (driver.MultiAcquirer, dlock's LockAll) takes up to MaxAtomic
+// locks all or none in one Txn: if every key is absent and no name has a
+// waiter or queued holder, put them all; the tokens are that Txn's
+// revision.
+//
+// # Queues
+//
+// The driver implements driver.Queuer, so dlock's fair lock (WithFIFO),
+// RWMutex and Semaphore run on etcd. A waiter is a key under the name's
+// queue range, on its Client's lease, ordered by create revision; readers
+// and permit holders are keys beside them; a fair lock's or writer's grant
+// is the plain lock key itself, so plain and queued acquisitions exclude
+// each other and share one token sequence, and Acquire refuses a name
+// whose queue range is not empty. Every request that touches a queued name
+// reads it and sends one Txn, conditional on what it read, that grants the
+// queue heads that fit (each on its waiter's lease) and announces each
+// grant on the waiter's inbox key, which WatchGrants watches. A conflict is
+// read again. See docs/etcd.md.
 //
 // # Waiting
 //

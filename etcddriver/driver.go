@@ -56,6 +56,7 @@ type Driver struct {
 var (
 	_ driver.Driver    = (*Driver)(nil)
 	_ driver.Inspector = (*Driver)(nil)
+	_ driver.Queuer    = (*Driver)(nil)
 )
 
 // Option configures a Driver.
@@ -138,10 +139,9 @@ func (d *Driver) callCtx(ctx context.Context) (context.Context, context.CancelFu
 	return context.WithTimeout(ctx, d.timeout)
 }
 
-// checkKind rejects leases of primitives this driver does not implement
-// (only the exclusive lock so far).
+// checkKind rejects lease kinds that do not exist.
 func checkKind(k driver.Kind) error {
-	if k != driver.KindLock {
+	if k > driver.KindPermit {
 		return fmt.Errorf("%w: etcddriver: no %v leases", driver.ErrInvalid, k)
 	}
 	return nil

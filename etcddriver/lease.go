@@ -29,8 +29,10 @@ type poolLease struct {
 	err   error // of the grant, once ready
 	id    clientv3.LeaseID
 
-	mu     sync.Mutex
-	lastOK time.Time // when the last successful grant or keep-alive was sent
+	mu       sync.Mutex
+	lastOK   time.Time // when the last successful grant or keep-alive was sent
+	inflight int       // keep-alives sent and not answered yet
+	dead     bool      // revoked by runOut: keep-alives fail at once
 }
 
 // alive reports whether the lease is surely still alive at now by our
@@ -161,6 +163,20 @@ func (p *leasePool) byID(id clientv3.LeaseID) *poolLease {
 // alive with a TTL of at least ttl seconds. The send time is recorded for
 // the pool's lease of that id.
 func (p *leasePool) keepAlive(ctx context.Context, id clientv3.LeaseID, ttl int64) (bool, error) {
+	if l := p.byID(id); l != nil {
+		l.mu.Lock()
+		if l.dead {
+			l.mu.Unlock()
+			return false, nil
+		}
+		l.inflight++
+		l.mu.Unlock()
+		defer func() {
+			l.mu.Lock()
+			l.inflight--
+			l.mu.Unlock()
+		}()
+	}
 	sent := time.Now()
 	resp, err := p.cli.KeepAliveOnce(ctx, id)
 	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
@@ -176,6 +192,29 @@ func (p *leasePool) keepAlive(ctx context.Context, id clientv3.LeaseID, ttl int6
 		l.kept(sent)
 	}
 	return resp.TTL >= ttl, nil
+}
+
+// runOut revokes id if it is one of the pool's leases and has run out by
+// this process's clock: no keep-alive sent within its TTL succeeded and
+// none is in flight. Every lock on it is then past the deadline its holder
+// computed (from before the keep-alive), so none is relied on; etcd itself
+// deletes the keys of an expired lease only at its next expiry check (every
+// 500 ms) and a Raft round later. It reports whether it revoked.
+func (p *leasePool) runOut(ctx context.Context, id clientv3.LeaseID) bool {
+	l := p.byID(id)
+	if l == nil {
+		return false
+	}
+	l.mu.Lock()
+	if l.dead || l.inflight > 0 || !time.Now().After(l.lastOK.Add(time.Duration(l.ttl)*time.Second)) {
+		l.mu.Unlock()
+		return false
+	}
+	l.dead = true
+	l.mu.Unlock()
+	p.drop(l)
+	_, err := p.cli.Revoke(ctx, id)
+	return err == nil || errors.Is(err, rpctypes.ErrLeaseNotFound)
 }
 
 // revokeAll revokes every lease of the pool (deleting the keys attached

@@ -14,9 +14,14 @@ import (
 
 var _ driver.MultiAcquirer = (*Driver)(nil)
 
+// MaxAtomic is the most locks one AcquireAll takes: its Txn compares two
+// things per key (the lock key is absent, the name has no waiter or queued
+// holder), and etcd refuses more than 128 compares in one Txn by default.
+const MaxAtomic = 64
+
 // Atomic implements driver.MultiAcquirer: one etcd Txn can take any keys,
-// up to MaxBatch of them (etcd's limit on operations per Txn).
-func (d *Driver) Atomic(keys []string) bool { return len(keys) > 0 && len(keys) <= MaxBatch }
+// up to MaxAtomic of them (etcd's limit on operations per Txn).
+func (d *Driver) Atomic(keys []string) bool { return len(keys) > 0 && len(keys) <= MaxAtomic }
 
 // AcquireAll implements driver.MultiAcquirer: one Txn, "if every key is
 // absent, put them all, each on the pool's lease for its TTL; else read
@@ -25,7 +30,7 @@ func (d *Driver) Atomic(keys []string) bool { return len(keys) > 0 && len(keys) 
 // the whole set, above every earlier token of each key.
 func (d *Driver) AcquireAll(ctx context.Context, reqs []driver.AcquireRequest) (driver.AcquireAllResult, error) {
 	if !d.Atomic(reqs2keys(reqs)) {
-		return driver.AcquireAllResult{}, fmt.Errorf("%w: AcquireAll of %d locks (1 to %d)", driver.ErrInvalid, len(reqs), MaxBatch)
+		return driver.AcquireAllResult{}, fmt.Errorf("%w: AcquireAll of %d locks (1 to %d)", driver.ErrInvalid, len(reqs), MaxAtomic)
 	}
 	seen := make(map[string]bool, len(reqs))
 	for _, r := range reqs {
@@ -87,9 +92,9 @@ func (d *Driver) acquireAllOnce(ctx context.Context, start time.Time, reqs []dri
 			return driver.AcquireAllResult{}, false, err
 		}
 		key := d.lockKey(r.Key)
-		cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(key), "=", 0))
+		cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(key), "=", 0), d.queueEmptyCmp(r.Key))
 		puts = append(puts, clientv3.OpPut(key, value, clientv3.WithLease(l.id)))
-		gets = append(gets, clientv3.OpGet(key))
+		gets = append(gets, clientv3.OpGet(key), clientv3.OpGet(d.queuePrefix(r.Key), clientv3.WithPrefix(), clientv3.WithCountOnly()))
 	}
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -136,8 +141,14 @@ func (d *Driver) acquireAllBusy(ctx context.Context, reqs []driver.AcquireReques
 	var mine []driver.ReleaseRequest
 	kept := make(map[clientv3.LeaseID]int64)
 	for i, r := range reqs {
-		kvs := resp.Responses[i].GetResponseRange().Kvs
+		kvs := resp.Responses[2*i].GetResponseRange().Kvs
+		queuedHere := resp.Responses[2*i+1].GetResponseRange().Count > 0
 		switch {
+		case len(kvs) == 0 && queuedHere:
+			// Waiters or readers: never jumped, whoever holds the lock.
+			if res.Busy < 0 {
+				res.Busy = i
+			}
 		case len(kvs) == 0:
 		case ownedBy(kvs[0].Value, r.ID):
 			mine = append(mine, driver.ReleaseRequest{Key: r.Key, ID: r.ID})

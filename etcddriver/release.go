@@ -10,14 +10,14 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// Release implements driver.Driver. Each request is a nested Txn: if the
+// releaseLocks releases exclusive locks (KindLock). Each request is a nested Txn: if the
 // key's value belongs to the request's id, delete it and write the release
 // marker; else read the marker, which tells a retry of our own release
 // (AlreadyReleased) from a lock that was lost (NotHeld). All of a batch's
 // requests go in one outer Txn — one Raft entry — except that a key
 // appearing twice goes in a later Txn (etcd refuses a Txn writing one key
 // twice).
-func (d *Driver) Release(ctx context.Context, reqs []driver.ReleaseRequest) ([]driver.ReleaseResult, error) {
+func (d *Driver) releaseLocks(ctx context.Context, reqs []driver.ReleaseRequest) ([]driver.ReleaseResult, error) {
 	results := make([]driver.ReleaseResult, len(reqs))
 	if len(reqs) == 0 {
 		return results, nil
@@ -53,6 +53,8 @@ func (d *Driver) releaseRound(ctx context.Context, reqs []driver.ReleaseRequest,
 			if marker != 0 {
 				then = append(then, clientv3.OpPut(mkey, r.ID, clientv3.WithLease(marker)))
 			}
+			// Last: does the name have waiters to hand off to?
+			then = append(then, clientv3.OpGet(d.waiterPrefix(r.Key), clientv3.WithPrefix(), clientv3.WithCountOnly()))
 			ops[j] = clientv3.OpTxn(ownedCmp(key, r.ID), then, []clientv3.Op{clientv3.OpGet(mkey)})
 		}
 		resp, err := d.cli.Txn(ctx).Then(ops...).Commit()
@@ -65,15 +67,27 @@ func (d *Driver) releaseRound(ctx context.Context, reqs []driver.ReleaseRequest,
 		if err != nil {
 			return err
 		}
+		var handOff []string
 		for j, i := range round {
 			inner := resp.Responses[j].GetResponseTxn()
 			switch {
 			case inner.Succeeded:
 				results[i] = driver.Released
+				if inner.Responses[len(inner.Responses)-1].GetResponseRange().Count > 0 {
+					handOff = append(handOff, reqs[i].Key)
+				}
 			case releasedBy(inner, reqs[i].ID):
 				results[i] = driver.AlreadyReleased
 			default:
 				results[i] = driver.NotHeld
+			}
+		}
+		// The hand-off: the next step of each queue grants its heads.
+		// Nobody can take the name meanwhile: Acquire refuses a name with
+		// waiters, and every Enqueue settles the queue first.
+		for _, name := range handOff {
+			if _, err := d.settle(ctx, name, ""); err != nil {
+				return err
 			}
 		}
 		return nil

@@ -9,7 +9,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// Renew implements driver.Driver in two round trips, neither of which
+// renewLocks renews exclusive locks (KindLock) in two round trips, neither of which
 // writes through Raft: one read-only Txn reads every key of the batch (a
 // lock whose key is gone or belongs to another id is not held), then one
 // LeaseKeepAliveOnce per distinct lease among the held keys goes out, all
@@ -20,7 +20,7 @@ import (
 // engine never does; the conformance suite does) moves the key to the
 // pool's lease for the new TTL, in a Txn conditional on the value being
 // unchanged; the create revision, so the token, stays.
-func (d *Driver) Renew(ctx context.Context, reqs []driver.RenewRequest) ([]bool, error) {
+func (d *Driver) renewLocks(ctx context.Context, reqs []driver.RenewRequest) ([]bool, error) {
 	held := make([]bool, len(reqs))
 	if len(reqs) == 0 {
 		return held, nil

@@ -1,0 +1,382 @@
+package etcddriver
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/dlockio/dlock/driver"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// errQueueContended is a queue step that lost the race to concurrent
+// writers of the same name maxAttempts times in a row.
+var errQueueContended = errors.New("etcddriver: queue step kept conflicting with concurrent changes")
+
+// queued is one waiter or queued holder as read.
+type queued struct {
+	kv *mvccpb.KeyValue
+	v  queueValue
+}
+
+// queueState is one consistent read of a name: its lock key (the
+// exclusive holder), its shared/permit holders and its waiters in arrival
+// order (create revision).
+type queueState struct {
+	rev     int64
+	lock    *mvccpb.KeyValue
+	holders []queued
+	waiters []queued
+}
+
+func (d *Driver) readQueue(ctx context.Context, name string) (queueState, error) {
+	resp, err := d.cli.Txn(ctx).Then(
+		clientv3.OpGet(d.lockKey(name)),
+		clientv3.OpGet(d.queuePrefix(name), clientv3.WithPrefix()),
+	).Commit()
+	if err != nil {
+		return queueState{}, err
+	}
+	st := queueState{rev: resp.Header.Revision}
+	if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) == 1 {
+		st.lock = kvs[0]
+	}
+	hp, wp := d.holderPrefix(name), d.waiterPrefix(name)
+	for _, kv := range resp.Responses[1].GetResponseRange().Kvs {
+		v, err := decodeQueueValue(kv.Value)
+		if err != nil {
+			return queueState{}, fmt.Errorf("queue of %q: %w", name, err)
+		}
+		switch {
+		case strings.HasPrefix(string(kv.Key), hp):
+			st.holders = append(st.holders, queued{kv, v})
+		case strings.HasPrefix(string(kv.Key), wp):
+			st.waiters = append(st.waiters, queued{kv, v})
+		}
+	}
+	sort.Slice(st.waiters, func(i, j int) bool { return st.waiters[i].kv.CreateRevision < st.waiters[j].kv.CreateRevision })
+	return st, nil
+}
+
+// occupancy counts the holders a grant must be compatible with.
+type occupancy struct {
+	exclusive       bool
+	shared, permits int
+	minTTL          time.Duration // shortest holder TTL known, 0 if none
+}
+
+func (o *occupancy) add(m driver.Mode, ttl time.Duration) {
+	switch m {
+	case driver.ModeExclusive:
+		o.exclusive = true
+	case driver.ModeShared:
+		o.shared++
+	case driver.ModePermit:
+		o.permits++
+	}
+	if ttl > 0 && (o.minTTL == 0 || ttl < o.minTTL) {
+		o.minTTL = ttl
+	}
+}
+
+func (o occupancy) fits(m driver.Mode, limit int) bool {
+	switch m {
+	case driver.ModeExclusive:
+		return !o.exclusive && o.shared == 0 && o.permits == 0
+	case driver.ModeShared:
+		return !o.exclusive && o.permits == 0
+	case driver.ModePermit:
+		return !o.exclusive && o.shared == 0 && o.permits < limit
+	}
+	return false
+}
+
+// retryAfter is QueueResult.RetryAfter for a request at the head: the
+// blocking holders' TTL bounds what their leases have left.
+func (o occupancy) retryAfter() time.Duration {
+	if o.minTTL <= 0 {
+		return -1
+	}
+	return o.minTTL
+}
+
+func (st queueState) occupancy() occupancy {
+	var o occupancy
+	if st.lock != nil {
+		ttl := time.Duration(-1)
+		if v, err := decodeValue(st.lock.Value); err == nil {
+			ttl = v.ttl
+		}
+		o.add(driver.ModeExclusive, ttl)
+	}
+	for _, h := range st.holders {
+		o.add(h.v.Mode, h.v.TTL)
+	}
+	return o
+}
+
+// stepOutcome is what one queue step found or did.
+type stepOutcome struct {
+	res driver.QueueResult
+	// probeLease is the lease of the probed id's place if it still waits
+	// after the step, else 0.
+	probeLease clientv3.LeaseID
+}
+
+// Enqueue implements driver.Queuer: one read of the name, then one Txn
+// that grants the queue heads that fit and then grants, queues or refuses
+// req, conditional on nothing it read having changed (retried if it did).
+func (d *Driver) Enqueue(ctx context.Context, req driver.QueueRequest) (driver.QueueResult, error) {
+	if _, err := checkQueueRequest(req); err != nil {
+		return driver.QueueResult{}, err
+	}
+	ctx, cancel := d.callCtx(ctx)
+	defer cancel()
+	out, err := d.step(ctx, req.Key, &req, "")
+	return out.res, err
+}
+
+// settle grants the queue heads of name that fit, and reports the lease of
+// probe's place if probe (an id, or "") still waits afterwards.
+func (d *Driver) settle(ctx context.Context, name, probe string) (clientv3.LeaseID, error) {
+	out, err := d.step(ctx, name, nil, probe)
+	return out.probeLease, err
+}
+
+// step is the one queue algorithm, shared by every request that touches a
+// queued name: etcd has no expiry hooks, so a grant the expiry of a holder
+// or waiter allows happens at the next touch.
+func (d *Driver) step(ctx context.Context, name string, req *driver.QueueRequest, probe string) (stepOutcome, error) {
+	start := time.Now()
+	for attempt := 0; attempt < maxAttempts; attempt++ {
+		st, err := d.readQueue(ctx, name)
+		if err != nil {
+			return stepOutcome{}, err
+		}
+		if req != nil {
+			if out, ok, err := d.alreadyHeld(ctx, st, *req); ok || err != nil {
+				return out, err
+			}
+		}
+		if d.revokeRunOut(ctx, st) {
+			continue
+		}
+		out, retry, err := d.stepOnce(ctx, start, name, st, req, probe)
+		if retry {
+			continue
+		}
+		return out, err
+	}
+	return stepOutcome{}, errQueueContended
+}
+
+// revokeRunOut revokes the leases of st's holders that this process owns
+// and knows have run out (leasePool.runOut), so that a queue step does not
+// wait for etcd's late expiry of a lease whose owner already gave it up.
+func (d *Driver) revokeRunOut(ctx context.Context, st queueState) bool {
+	revoked := false
+	if st.lock != nil {
+		revoked = d.leases.runOut(ctx, clientv3.LeaseID(st.lock.Lease))
+	}
+	for _, h := range st.holders {
+		revoked = d.leases.runOut(ctx, clientv3.LeaseID(h.kv.Lease)) || revoked
+	}
+	return revoked
+}
+
+// alreadyHeld answers a request whose id holds a lease of the name: a
+// retry after a lost reply, or a waiter learning of its grant. The lease
+// is kept alive from now.
+func (d *Driver) alreadyHeld(ctx context.Context, st queueState, req driver.QueueRequest) (stepOutcome, bool, error) {
+	var kv *mvccpb.KeyValue
+	if st.lock != nil && ownedBy(st.lock.Value, req.ID) {
+		kv = st.lock
+	}
+	for _, h := range st.holders {
+		if h.v.ID == req.ID {
+			kv = h.kv
+		}
+	}
+	if kv == nil {
+		return stepOutcome{}, false, nil
+	}
+	ttl, _ := ttlSeconds(req.TTL)
+	ok, err := d.leases.keepAlive(ctx, clientv3.LeaseID(kv.Lease), ttl)
+	if err != nil {
+		return stepOutcome{}, true, err
+	}
+	if !ok {
+		return stepOutcome{}, true, errLeaseLost
+	}
+	return stepOutcome{res: driver.QueueResult{Granted: true, Token: uint64(kv.CreateRevision), RetryAfter: -1}}, true, nil
+}
+
+// stepOnce makes the Txn of one step from st; retry reports a conflict.
+func (d *Driver) stepOnce(ctx context.Context, start time.Time, name string, st queueState, req *driver.QueueRequest, probe string) (out stepOutcome, retry bool, err error) {
+	lockKey := d.lockKey(name)
+	lockMod := int64(0)
+	if st.lock != nil {
+		lockMod = st.lock.ModRevision
+	}
+	hp := d.holderPrefix(name)
+	cmps := []clientv3.Cmp{
+		clientv3.Compare(clientv3.ModRevision(lockKey), "=", lockMod),
+		// No holder appeared or changed since the read (one that left only
+		// makes this step grant less than it could; its leaving settles).
+		clientv3.Compare(clientv3.ModRevision(hp), "<", st.rev+1).WithRange(clientv3.GetPrefixRangeEnd(hp)),
+	}
+	var ops []clientv3.Op
+	var marker clientv3.LeaseID // of the announcements, got once needed
+	now := time.Now()
+	occ := st.occupancy()
+	granted := map[string]bool{}
+	head := len(st.waiters) // index of the first waiter left waiting
+	for i, w := range st.waiters {
+		if !occ.fits(w.v.Mode, w.v.Limit) {
+			head = i
+			break
+		}
+		occ.add(w.v.Mode, w.v.TTL)
+		granted[w.v.ID] = true
+		put, err := d.grantOp(name, w.v, now, clientv3.LeaseID(w.kv.Lease))
+		if err != nil {
+			return stepOutcome{}, false, err
+		}
+		wkey := string(w.kv.Key)
+		cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(wkey), "=", w.kv.CreateRevision))
+		ops = append(ops, clientv3.OpDelete(wkey), put)
+		if marker == 0 && w.v.Inbox != "" {
+			marker = d.markers.get(ctx)
+		}
+		if marker != 0 && w.v.Inbox != "" && (req == nil || w.v.ID != req.ID) {
+			a, _ := json.Marshal(announcement{Key: name, ID: w.v.ID})
+			ops = append(ops, clientv3.OpPut(d.inboxPrefix(w.v.Inbox)+w.v.ID, string(a), clientv3.WithLease(marker)))
+		}
+	}
+	waiting := func(id string) (queued, int, bool) {
+		for i, w := range st.waiters[head:] {
+			if w.v.ID == id {
+				return w, i, true
+			}
+		}
+		return queued{}, 0, false
+	}
+
+	var pool *poolLease
+	var keep clientv3.LeaseID // a place to keep alive after the Txn
+	res := driver.QueueResult{RetryAfter: -1}
+	if req != nil {
+		ttl, _ := ttlSeconds(req.TTL)
+		switch w, pos, ok := waiting(req.ID); {
+		case granted[req.ID]:
+			res.Granted = true // token: the Txn's revision
+		case ok:
+			res.Queued, keep = true, clientv3.LeaseID(w.kv.Lease)
+			if pos == 0 {
+				res.RetryAfter = occ.retryAfter()
+			}
+		default:
+			fits := head == len(st.waiters) && occ.fits(req.Mode, req.Limit)
+			if fits || req.Wait {
+				// What is put now lasts a full TTL from now.
+				if pool, err = d.leases.get(ctx, ttl); err != nil {
+					return stepOutcome{}, false, err
+				}
+				if !pool.sentSince(start) {
+					if ok, err := d.leases.keepAlive(ctx, pool.id, ttl); err != nil || !ok {
+						d.leases.drop(pool)
+						return stepOutcome{}, err == nil, err
+					}
+				}
+			}
+			v := queueValue{ID: req.ID, Mode: req.Mode, Limit: req.Limit, Inbox: req.Inbox, TTL: req.TTL, Since: now, Owner: req.Owner}
+			switch {
+			case fits:
+				put, err := d.grantOp(name, v, now, pool.id)
+				if err != nil {
+					return stepOutcome{}, false, err
+				}
+				ops = append(ops, put)
+				res.Granted = true
+			case req.Wait:
+				val, err := v.encode()
+				if err != nil {
+					return stepOutcome{}, false, err
+				}
+				ops = append(ops, clientv3.OpPut(d.waiterKey(name, req.ID), val, clientv3.WithLease(pool.id)))
+				res.Queued = true
+				if head == len(st.waiters) {
+					res.RetryAfter = occ.retryAfter()
+				}
+			default:
+				if head == len(st.waiters) {
+					res.RetryAfter = occ.retryAfter()
+				}
+			}
+		}
+	}
+	if probe != "" {
+		if w, _, ok := waiting(probe); ok {
+			out.probeLease = clientv3.LeaseID(w.kv.Lease)
+		}
+	}
+	if len(ops) > 0 {
+		resp, err := d.cli.Txn(ctx).If(cmps...).Then(ops...).Commit()
+		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			// A place's lease expired after the read, or ours or the
+			// marker's vanished: read again.
+			if marker != 0 {
+				d.markers.forget(marker)
+			}
+			if pool != nil {
+				d.leases.drop(pool)
+			}
+			return stepOutcome{}, true, nil
+		}
+		if err != nil {
+			return stepOutcome{}, false, err
+		}
+		if !resp.Succeeded {
+			return stepOutcome{}, true, nil
+		}
+		if res.Granted {
+			res.Token = uint64(resp.Header.Revision)
+		}
+	}
+	if keep != 0 {
+		ttl, _ := ttlSeconds(req.TTL)
+		ok, err := d.leases.keepAlive(ctx, keep, ttl)
+		if err != nil {
+			return stepOutcome{}, false, err
+		}
+		if !ok {
+			return stepOutcome{}, true, nil // the place expired: queue anew
+		}
+	}
+	out.res = res
+	return out, false, nil
+}
+
+// grantOp is the put that makes v a holder on lease: exclusive on the
+// plain lock key, the others under the name's holder range.
+func (d *Driver) grantOp(name string, v queueValue, now time.Time, lease clientv3.LeaseID) (clientv3.Op, error) {
+	if v.Mode == driver.ModeExclusive {
+		val, err := lockValue{id: v.ID, ttl: v.TTL, since: now, owner: v.Owner}.encode()
+		if err != nil {
+			return clientv3.Op{}, err
+		}
+		return clientv3.OpPut(d.lockKey(name), val, clientv3.WithLease(lease)), nil
+	}
+	v.Inbox, v.Since = "", now
+	val, err := v.encode()
+	if err != nil {
+		return clientv3.Op{}, err
+	}
+	return clientv3.OpPut(d.holderKey(name, v.ID), val, clientv3.WithLease(lease)), nil
+}

@@ -1,0 +1,228 @@
+package etcddriver
+
+import (
+	"context"
+
+	"github.com/dlockio/dlock/driver"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Renew implements driver.Driver. Exclusive locks (KindLock, plain or
+// granted by the queue: the same key) go in one batch (see renewLocks);
+// queued leases one by one: a reader's or permit's is a read and a
+// keep-alive of its lease; a waiter's place first settles the queue (a
+// grant that an expiry allows happens then), and is kept alive only if it
+// still waits.
+func (d *Driver) Renew(ctx context.Context, reqs []driver.RenewRequest) ([]bool, error) {
+	for _, r := range reqs {
+		if err := checkKind(r.Kind); err != nil {
+			return nil, err
+		}
+		if err := checkID(r.ID); err != nil {
+			return nil, err
+		}
+		if _, err := ttlSeconds(r.TTL); err != nil {
+			return nil, err
+		}
+	}
+	var locks []driver.RenewRequest
+	var lockIdx []int
+	held := make([]bool, len(reqs))
+	for i, r := range reqs {
+		if r.Kind == driver.KindLock {
+			locks, lockIdx = append(locks, r), append(lockIdx, i)
+		}
+	}
+	if len(locks) > 0 {
+		ok, err := d.renewLocks(ctx, locks)
+		if err != nil {
+			return nil, err
+		}
+		for j, i := range lockIdx {
+			held[i] = ok[j]
+		}
+	}
+	if len(locks) == len(reqs) {
+		return held, nil
+	}
+	ctx, cancel := d.callCtx(ctx)
+	defer cancel()
+	for i, r := range reqs {
+		if r.Kind == driver.KindLock {
+			continue
+		}
+		ok, err := d.renewQueued(ctx, r)
+		if err != nil {
+			return nil, err
+		}
+		held[i] = ok
+	}
+	return held, nil
+}
+
+func (d *Driver) renewQueued(ctx context.Context, r driver.RenewRequest) (bool, error) {
+	ttl, _ := ttlSeconds(r.TTL)
+	var lease clientv3.LeaseID
+	if r.Kind == driver.KindWaiter {
+		var err error
+		if lease, err = d.settle(ctx, r.Key, r.ID); err != nil {
+			return false, err
+		}
+	} else {
+		resp, err := d.cli.Get(ctx, d.holderKey(r.Key, r.ID))
+		if err != nil {
+			return false, err
+		}
+		if len(resp.Kvs) != 1 {
+			return false, nil
+		}
+		v, err := decodeQueueValue(resp.Kvs[0].Value)
+		if err != nil || v.Mode.HolderKind() != r.Kind {
+			return false, nil
+		}
+		lease = clientv3.LeaseID(resp.Kvs[0].Lease)
+	}
+	if lease == 0 {
+		return false, nil
+	}
+	return d.leases.keepAlive(ctx, lease, ttl)
+}
+
+// Release implements driver.Driver. Exclusive locks (KindLock) go in one
+// batch (see releaseLocks), which hands each name off to its queue;
+// queued leases one by one, each followed by the step of its queue.
+func (d *Driver) Release(ctx context.Context, reqs []driver.ReleaseRequest) ([]driver.ReleaseResult, error) {
+	for _, r := range reqs {
+		if err := checkKind(r.Kind); err != nil {
+			return nil, err
+		}
+		if err := checkID(r.ID); err != nil {
+			return nil, err
+		}
+	}
+	var locks []driver.ReleaseRequest
+	var lockIdx []int
+	results := make([]driver.ReleaseResult, len(reqs))
+	for i, r := range reqs {
+		if r.Kind == driver.KindLock {
+			locks, lockIdx = append(locks, r), append(lockIdx, i)
+		}
+	}
+	if len(locks) > 0 {
+		res, err := d.releaseLocks(ctx, locks)
+		if err != nil {
+			return nil, err
+		}
+		for j, i := range lockIdx {
+			results[i] = res[j]
+		}
+	}
+	if len(locks) == len(reqs) {
+		return results, nil
+	}
+	ctx, cancel := d.callCtx(ctx)
+	defer cancel()
+	for i, r := range reqs {
+		if r.Kind == driver.KindLock {
+			continue
+		}
+		res, err := d.releaseQueued(ctx, r)
+		if err != nil {
+			return nil, err
+		}
+		results[i] = res
+	}
+	return results, nil
+}
+
+// releaseQueued releases one reader, permit or waiter's place. A waiter
+// granted meanwhile releases the lease it was granted (the grant raced the
+// cancellation). A release marker per id tells a retry (AlreadyReleased)
+// from a lease that was lost (NotHeld).
+func (d *Driver) releaseQueued(ctx context.Context, r driver.ReleaseRequest) (driver.ReleaseResult, error) {
+	for attempt := 0; attempt < maxAttempts; attempt++ {
+		own := d.holderKey(r.Key, r.ID)
+		if r.Kind == driver.KindWaiter {
+			own = d.waiterKey(r.Key, r.ID)
+		}
+		resp, err := d.cli.Txn(ctx).Then(
+			clientv3.OpGet(own),
+			clientv3.OpGet(d.qmarkKey(r.Key, r.ID)),
+			clientv3.OpGet(d.lockKey(r.Key)),
+			clientv3.OpGet(d.markerKey(r.Key)),
+			clientv3.OpGet(d.holderKey(r.Key, r.ID)),
+		).Commit()
+		if err != nil {
+			return 0, err
+		}
+		get := func(i int) []byte {
+			if kvs := resp.Responses[i].GetResponseRange().Kvs; len(kvs) == 1 {
+				return kvs[0].Value
+			}
+			return nil
+		}
+		if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) == 1 {
+			if r.Kind != driver.KindWaiter {
+				if v, err := decodeQueueValue(kvs[0].Value); err != nil || v.Mode.HolderKind() != r.Kind {
+					return driver.NotHeld, nil
+				}
+			}
+			done, err := d.deleteQueued(ctx, r, string(kvs[0].Key), kvs[0].ModRevision)
+			if err != nil {
+				return 0, err
+			}
+			if !done {
+				continue // changed meanwhile (granted, expired): look again
+			}
+			if _, err := d.settle(ctx, r.Key, ""); err != nil {
+				return 0, err
+			}
+			return driver.Released, nil
+		}
+		if r.Kind == driver.KindWaiter {
+			// Granted meanwhile? Release what it was granted, for the next.
+			if lock := get(2); lock != nil && ownedBy(lock, r.ID) {
+				res, err := d.releaseLocks(ctx, []driver.ReleaseRequest{{Key: r.Key, ID: r.ID}})
+				if err != nil {
+					return 0, err
+				}
+				return res[0], nil
+			}
+			if h := get(4); h != nil {
+				if v, err := decodeQueueValue(h); err == nil {
+					r.Kind = v.Mode.HolderKind()
+					continue
+				}
+			}
+			if m := get(3); string(m) == r.ID {
+				return driver.AlreadyReleased, nil
+			}
+		}
+		if m := get(1); string(m) == r.ID {
+			return driver.AlreadyReleased, nil
+		}
+		return driver.NotHeld, nil
+	}
+	return 0, errQueueContended
+}
+
+// deleteQueued deletes key if unchanged since modRev, writing the id's
+// release marker with it.
+func (d *Driver) deleteQueued(ctx context.Context, r driver.ReleaseRequest, key string, modRev int64) (bool, error) {
+	for attempt := 0; ; attempt++ {
+		marker := d.markers.get(ctx)
+		ops := []clientv3.Op{clientv3.OpDelete(key)}
+		if marker != 0 {
+			ops = append(ops, clientv3.OpPut(d.qmarkKey(r.Key, r.ID), r.ID, clientv3.WithLease(marker)))
+		}
+		resp, err := d.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", modRev)).Then(ops...).Commit()
+		if err != nil && marker != 0 && attempt == 0 && isLeaseNotFound(err) {
+			d.markers.forget(marker)
+			continue
+		}
+		if err != nil {
+			return false, err
+		}
+		return resp.Succeeded, nil
+	}
+}
