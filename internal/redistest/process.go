@@ -1,43 +1,18 @@
 package redistest
 
 import (
-	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/dlockio/dlock/internal/testproc"
 )
 
-// process is one running redis-server.
-type process struct {
-	cmd  *exec.Cmd
-	done chan struct{} // closed once cmd.Wait has returned
-}
-
-// kill sends SIGKILL and waits for the process to exit. Safe to repeat.
-func (p *process) kill() {
-	_ = p.cmd.Process.Kill()
-	<-p.done
-}
-
-// stop sends sig and waits up to timeout for the process to exit before
-// killing it.
-func (p *process) stop(sig os.Signal, timeout time.Duration) {
-	_ = p.cmd.Process.Signal(sig)
-	timer := time.NewTimer(timeout)
-	defer timer.Stop()
-	select {
-	case <-p.done:
-	case <-timer.C:
-		p.kill()
-	}
-}
-
 // launch starts redis-server on s.port and waits until it is ready.
-func (s *Server) launch() (*process, error) {
+func (s *Server) launch() (*testproc.Process, error) {
 	args := []string{
 		"--port", strconv.Itoa(s.port),
 		"--bind", "127.0.0.1",
@@ -60,19 +35,13 @@ func (s *Server) launch() (*process, error) {
 	cmd.Dir = s.dir
 	cmd.Stdout = logf // an *os.File is inherited directly: no copy goroutines
 	cmd.Stderr = logf
-	err = cmd.Start()
+	p, err := testproc.Start(cmd)
 	logf.Close() // the child holds its own descriptor
 	if err != nil {
 		return nil, err
 	}
-
-	p := &process{cmd: cmd, done: make(chan struct{})}
-	go func() {
-		_ = cmd.Wait()
-		close(p.done)
-	}()
 	if err := waitReady(s.addr, p, startTimeout); err != nil {
-		p.kill()
+		p.Kill()
 		return nil, err
 	}
 	return p, nil
@@ -81,16 +50,16 @@ func (s *Server) launch() (*process, error) {
 // waitReady polls addr with PING until the server owned by p answers, p
 // exits or timeout passes. It checks the answering server's process_id so a
 // different server that grabbed the port is not mistaken for ours.
-func waitReady(addr string, p *process, timeout time.Duration) error {
+func waitReady(addr string, p *testproc.Process, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
-	pid := strconv.Itoa(p.cmd.Process.Pid)
+	pid := strconv.Itoa(p.Pid())
 	backoff := 2 * time.Millisecond
 	exited := func() error {
-		return fmt.Errorf("redis-server exited before becoming ready (%v); see log", p.cmd.ProcessState)
+		return fmt.Errorf("redis-server exited before becoming ready (%v); see log", p.State())
 	}
 	for {
 		select {
-		case <-p.done:
+		case <-p.Done():
 			return exited()
 		default:
 		}
@@ -103,7 +72,7 @@ func waitReady(addr string, p *process, timeout time.Duration) error {
 		}
 		timer := time.NewTimer(backoff)
 		select {
-		case <-p.done:
+		case <-p.Done():
 			timer.Stop()
 			return exited()
 		case <-timer.C:
@@ -129,33 +98,6 @@ func probe(addr, pid string) error {
 		return fmt.Errorf("port answered by process %q, want %s", got, pid)
 	}
 	return nil
-}
-
-// freePort returns a loopback TCP port that was free a moment ago.
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer ln.Close()
-	addr, ok := ln.Addr().(*net.TCPAddr)
-	if !ok {
-		return 0, errors.New("listener address is not TCP")
-	}
-	return addr.Port, nil
-}
-
-// logTail returns the last n lines of the file at path.
-func logTail(path string, n int) string {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return fmt.Sprintf("(reading log: %v)", err)
-	}
-	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }
 
 // quoteArgs renders args for the log, quoting empty or spaced ones.

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dlockio/dlock/internal/testproc"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -64,7 +65,7 @@ type Server struct {
 	conf    string // config file path, first argument when set
 
 	mu   sync.Mutex
-	proc *process // nil when no process is running
+	proc *testproc.Process // nil when no process is running
 }
 
 // Start starts redis-server on a free loopback port with a fresh data
@@ -103,7 +104,7 @@ func Start(t testing.TB, opts ...Option) *Server {
 
 	var lastErr error
 	for range startAttempts {
-		port, err := freePort()
+		port, err := testproc.FreePort()
 		if err != nil {
 			t.Fatalf("redistest: finding a free port: %v", err)
 		}
@@ -173,7 +174,7 @@ func (s *Server) Kill() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.proc != nil {
-		s.proc.kill()
+		s.proc.Kill()
 		s.proc = nil
 	}
 }
@@ -188,7 +189,7 @@ func (s *Server) Stop() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.proc != nil {
-		s.proc.stop(syscall.SIGTERM, stopTimeout)
+		s.proc.Stop(syscall.SIGTERM, stopTimeout)
 		s.proc = nil
 	}
 }
@@ -204,7 +205,7 @@ func (s *Server) Restart() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.proc != nil {
-		s.proc.kill()
+		s.proc.Kill()
 		s.proc = nil
 	}
 	backoff := 50 * time.Millisecond
@@ -257,9 +258,9 @@ func (s *Server) cleanup() {
 	s.proc = nil
 	s.mu.Unlock()
 	if p != nil {
-		p.kill()
+		p.Kill()
 	}
 	if s.t.Failed() {
-		s.t.Logf("redistest: last lines of %s:\n%s", s.logPath, logTail(s.logPath, logTailLines))
+		s.t.Logf("redistest: last lines of %s:\n%s", s.logPath, testproc.LogTail(s.logPath, logTailLines))
 	}
 }

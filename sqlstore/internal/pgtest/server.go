@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dlockio/dlock/internal/testproc"
 	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver
 )
 
@@ -39,7 +40,7 @@ type Server struct {
 	cred     *syscall.Credential // nil unless run as the postgres user
 
 	mu   sync.Mutex
-	proc *process // nil while stopped
+	proc *testproc.Process // nil while stopped
 }
 
 // Start runs initdb into a fresh temporary directory, starts postgres on a
@@ -77,7 +78,7 @@ func Start(t testing.TB) *Server {
 		t.Fatalf("pgtest: initdb: %v\n%s", err, out)
 	}
 	if err := s.launch(true); err != nil {
-		t.Fatalf("pgtest: %v\n%s", err, logTail(s.logPath, logTailLines))
+		t.Fatalf("pgtest: %v\n%s", err, testproc.LogTail(s.logPath, logTailLines))
 	}
 	return s
 }
@@ -123,7 +124,7 @@ func (s *Server) Kill(t testing.TB) {
 	s.proc = nil
 	s.mu.Unlock()
 	if p != nil {
-		p.killGroup()
+		p.Kill()
 	}
 }
 
@@ -134,7 +135,7 @@ func (s *Server) Restart(t testing.TB) {
 	t.Helper()
 	s.stop(syscall.SIGINT)
 	if err := s.launch(false); err != nil {
-		t.Fatalf("pgtest: restart: %v\n%s", err, logTail(s.logPath, logTailLines))
+		t.Fatalf("pgtest: restart: %v\n%s", err, testproc.LogTail(s.logPath, logTailLines))
 	}
 }
 
@@ -144,7 +145,7 @@ func (s *Server) stop(sig syscall.Signal) {
 	s.proc = nil
 	s.mu.Unlock()
 	if p != nil {
-		p.stop(sig, stopTimeout)
+		p.Stop(sig, stopTimeout)
 	}
 }
 
@@ -155,11 +156,11 @@ func (s *Server) launch(newPort bool) error {
 	var err error
 	for attempt := 0; attempt < startAttempts; attempt++ {
 		if newPort || s.port == 0 {
-			if s.port, err = freePort(); err != nil {
+			if s.port, err = testproc.FreePort(); err != nil {
 				return err
 			}
 		}
-		var p *process
+		var p *testproc.Process
 		if p, err = s.start(); err == nil {
 			s.mu.Lock()
 			s.proc = p
@@ -175,7 +176,7 @@ func (s *Server) launch(newPort bool) error {
 	return err
 }
 
-func (s *Server) start() (*process, error) {
+func (s *Server) start() (*testproc.Process, error) {
 	logf, err := os.OpenFile(s.logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o666)
 	if err != nil {
 		return nil, err
@@ -188,21 +189,15 @@ func (s *Server) start() (*process, error) {
 		"-c", "fsync=off", "-c", "full_page_writes=off",
 		"-c", "dynamic_shared_memory_type=mmap", // in the data directory: nothing left in /dev/shm
 		"-c", "max_connections=200")
-	cmd.SysProcAttr.Setpgid = true // Kill reaches the backends too
 	cmd.Stdout = logf
 	cmd.Stderr = logf
-	err = cmd.Start()
+	p, err := testproc.StartGroup(cmd) // a group: Kill reaches the backends too
 	logf.Close()
 	if err != nil {
 		return nil, err
 	}
-	p := &process{cmd: cmd, done: make(chan struct{})}
-	go func() {
-		_ = cmd.Wait()
-		close(p.done)
-	}()
 	if err := s.waitReady(p); err != nil {
-		p.killGroup()
+		p.Kill()
 		return nil, err
 	}
 	return p, nil
@@ -210,7 +205,7 @@ func (s *Server) start() (*process, error) {
 
 // waitReady polls the server until it answers a query showing that it is
 // ours (its data directory), p exits, or startTimeout passes.
-func (s *Server) waitReady(p *process) error {
+func (s *Server) waitReady(p *testproc.Process) error {
 	db, err := sql.Open("pgx", s.DSN())
 	if err != nil {
 		return err
@@ -234,9 +229,9 @@ func (s *Server) waitReady(p *process) error {
 		}
 		timer := time.NewTimer(backoff)
 		select {
-		case <-p.done:
+		case <-p.Done():
 			timer.Stop()
-			return fmt.Errorf("postgres exited before becoming ready (%v); see its log", p.cmd.ProcessState)
+			return fmt.Errorf("postgres exited before becoming ready (%v); see its log", p.State())
 		case <-timer.C:
 		}
 		backoff = min(backoff*2, 200*time.Millisecond)

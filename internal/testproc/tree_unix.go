@@ -1,10 +1,9 @@
-package pgtest
+//go:build unix
+
+package testproc
 
 import (
 	"bytes"
-	"errors"
-	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"strconv"
@@ -13,18 +12,23 @@ import (
 	"time"
 )
 
-// process is one running postmaster, leader of its own process group.
-type process struct {
-	cmd  *exec.Cmd
-	done chan struct{} // closed once cmd.Wait has returned
+// reapTimeout bounds how long killTree waits for the children to be gone.
+const reapTimeout = 10 * time.Second
+
+func setGroup(cmd *exec.Cmd) {
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Setpgid = true
 }
 
-// killGroup kills the postmaster and every backend with SIGKILL, as a crash
-// would, and waits until they are all gone. Backends put themselves in
-// process groups of their own (setsid), so a signal to the postmaster's
-// group would miss them: the postmaster is frozen first, so it forks no new
-// one, its children are found in /proc, and all are killed at once.
-func (p *process) killGroup() {
+// killTree kills the process, its group and its children with SIGKILL, as
+// a crash would, and waits until they are all gone. Children may put
+// themselves in process groups of their own (postgres backends call
+// setsid), so a signal to the group would miss them: the process is frozen
+// first, so it forks no new one, its children are found in /proc, and all
+// are killed at once.
+func (p *Process) killTree() {
 	pid := p.cmd.Process.Pid
 	_ = syscall.Kill(pid, syscall.SIGSTOP)
 	kids := children(pid)
@@ -34,7 +38,7 @@ func (p *process) killGroup() {
 		_ = syscall.Kill(k, syscall.SIGKILL)
 	}
 	<-p.done
-	waitGone(kids, stopTimeout)
+	waitGone(kids, reapTimeout)
 }
 
 // children returns the pids whose parent is pid, from /proc (Linux; empty
@@ -86,44 +90,4 @@ func waitGone(pids []int, timeout time.Duration) {
 			time.Sleep(2 * time.Millisecond)
 		}
 	}
-}
-
-// stop sends sig to the postmaster and waits up to timeout for it to exit
-// (it waits for its backends first) before killing the group.
-func (p *process) stop(sig syscall.Signal, timeout time.Duration) {
-	_ = p.cmd.Process.Signal(sig)
-	timer := time.NewTimer(timeout)
-	defer timer.Stop()
-	select {
-	case <-p.done:
-	case <-timer.C:
-		p.killGroup()
-	}
-}
-
-// freePort returns a loopback TCP port that was free a moment ago.
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer ln.Close()
-	addr, ok := ln.Addr().(*net.TCPAddr)
-	if !ok {
-		return 0, errors.New("listener address is not TCP")
-	}
-	return addr.Port, nil
-}
-
-// logTail returns the last n lines of the file at path.
-func logTail(path string, n int) string {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return fmt.Sprintf("(reading log: %v)", err)
-	}
-	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }
