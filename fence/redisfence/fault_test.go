@@ -58,13 +58,10 @@ func (r *faultRun) spawn(iters int) string {
 
 // redisResult is what the protected hash and the workers' reports show.
 type redisResult struct {
-	writes       int   // accepted writes logged in the hash
-	counter      int64 // field v
-	lostUpdates  int   // accepted writes that read a value another accepted write had read
-	acked        int
-	ackedMissing int
-	refused      int
-	refusedLost  int
+	writes      int   // accepted writes logged in the hash
+	counter     int64 // field v
+	lostUpdates int   // accepted writes that read a value another accepted write had read
+	proctest.Reports
 }
 
 func (r *faultRun) result(t *testing.T) redisResult {
@@ -90,20 +87,10 @@ func (r *faultRun) result(t *testing.T) redisResult {
 	if res.counter, err = strconv.ParseInt(h["v"], 10, 64); err != nil && res.writes > 0 {
 		t.Fatal(err)
 	}
-	for _, e := range r.Events() {
-		switch e.K {
-		case "commit":
-			res.acked++
-			if _, ok := h[fmt.Sprintf("log:%s:%d", e.W, e.I)]; !ok {
-				res.ackedMissing++
-			}
-		case "stale":
-			res.refused++
-			if e.Lost {
-				res.refusedLost++
-			}
-		}
-	}
+	res.Reports = r.Tally(func(w string, i int) bool {
+		_, ok := h[fmt.Sprintf("log:%s:%d", w, i)]
+		return ok
+	})
 	return res
 }
 
@@ -113,49 +100,9 @@ func (res redisResult) checkFenced(t *testing.T) {
 	if res.lostUpdates != 0 || res.counter != int64(res.writes) {
 		t.Errorf("%d lost updates; counter %d after %d accepted writes", res.lostUpdates, res.counter, res.writes)
 	}
-	if res.ackedMissing != 0 || res.acked != res.writes {
-		t.Errorf("%d acknowledged writes, %d logged, %d acknowledged but missing", res.acked, res.writes, res.ackedMissing)
+	if res.AckedMissing != 0 || res.Acked != res.writes {
+		t.Errorf("%d acknowledged writes, %d logged, %d acknowledged but missing", res.Acked, res.writes, res.AckedMissing)
 	}
-}
-
-func isKind(k string) func(proctest.Event) bool {
-	return func(e proctest.Event) bool { return e.K == k }
-}
-
-// pause stops a worker after its read, past its TTL, until another worker
-// has written, then lets it write; it returns how many paused writes came
-// after a rival's and how many of those were refused.
-func (r *faultRun) pause(t *testing.T, faults int) (effective, refused int) {
-	t.Helper()
-	from := 0
-	// A pause lands only if the stop arrives before the worker's write (a
-	// loaded machine may be slower than the work): try until enough did.
-	for tries := 0; effective < faults && tries < 3*faults; tries++ {
-		read, next, ok := r.WaitFor(from, patience, isKind("read"))
-		if !ok {
-			break // the workers are done; the caller checks what landed
-		}
-		r.Signal(read.W, syscall.SIGSTOP)
-		_, rival, ok := r.WaitFor(next, patience, func(e proctest.Event) bool { return e.K == "commit" && e.W != read.W })
-		r.Signal(read.W, syscall.SIGCONT)
-		if !ok {
-			t.Fatalf("no other worker wrote while %s was stopped", read.W)
-		}
-		out, after, ok := r.WaitFor(next, patience, func(e proctest.Event) bool {
-			return e.W == read.W && e.I == read.I && (e.K == "stale" || e.K == "commit" || e.K == "err")
-		})
-		if !ok {
-			t.Fatalf("%s never finished its write after the pause", read.W)
-		}
-		if after > rival {
-			effective++
-			if out.K == "stale" {
-				refused++
-			}
-		}
-		from = after
-	}
-	return effective, refused
 }
 
 // TestFaultPausedWorker: a worker frozen past its TTL between read and
@@ -168,12 +115,12 @@ func TestFaultPausedWorker(t *testing.T) {
 		for range workers {
 			r.spawn(iters)
 		}
-		effective, refused := r.pause(t, faults)
+		effective, refused := r.PauseAfterRead(faults, patience)
 		r.Await(2 * patience)
 		res := r.result(t)
 		res.checkFenced(t)
-		if effective == 0 || refused != effective || res.refusedLost < refused {
-			t.Errorf("%d paused writes after a rival's, %d refused (%d by holders that knew their lease had ended)", effective, refused, res.refusedLost)
+		if effective == 0 || refused != effective || res.RefusedLost < refused {
+			t.Errorf("%d paused writes after a rival's, %d refused (%d by holders that knew their lease had ended)", effective, refused, res.RefusedLost)
 		}
 	})
 	t.Run("unfenced canary", func(t *testing.T) {
@@ -181,7 +128,7 @@ func TestFaultPausedWorker(t *testing.T) {
 		for range workers {
 			r.spawn(iters)
 		}
-		effective, _ := r.pause(t, faults)
+		effective, _ := r.PauseAfterRead(faults, patience)
 		r.Await(2 * patience)
 		res := r.result(t)
 		t.Logf("%+v", res)
@@ -219,7 +166,7 @@ func TestFaultKilledWorker(t *testing.T) {
 	from, restarts := 0, 0
 	for f := range 4 {
 		if f%2 == 0 {
-			w, next, ok := r.WaitFor(from, patience, isKind("read"))
+			w, next, ok := r.WaitFor(from, patience, proctest.Kind("read"))
 			if !ok {
 				t.Fatal("no worker read")
 			}
@@ -228,7 +175,7 @@ func TestFaultKilledWorker(t *testing.T) {
 			from = next
 			continue
 		}
-		_, next, ok := r.WaitFor(from, patience, isKind("commit"))
+		_, next, ok := r.WaitFor(from, patience, proctest.Kind("commit"))
 		if !ok {
 			t.Fatal("no worker wrote")
 		}

@@ -61,17 +61,9 @@ func workerMain(raw string) int {
 		return 2
 	}
 	ctx := context.Background()
-	for i, attempts := 0, 0; i < cfg.Iters && attempts < 20*cfg.Iters; attempts++ {
-		done, err := increment(ctx, locker, rdb, f, cfg, i, emit)
-		if err != nil {
-			emit(proctest.Event{K: "err", I: i, Err: err.Error()})
-			time.Sleep(20 * time.Millisecond) // the resource may be restarting
-		}
-		if done {
-			i++
-		}
-	}
-	emit(proctest.Event{K: "done"})
+	proctest.Iterate(emit, cfg.Iters, func(i int) (bool, error) {
+		return increment(ctx, locker, rdb, f, cfg, i, emit)
+	})
 	return 0
 }
 

@@ -66,10 +66,7 @@ type faultResult struct {
 	counter       int64
 	staleAccepted int // committed with a token below an earlier commit's
 	lostUpdates   int // committed over a value another commit had replaced
-	acked         int // commits the workers reported
-	ackedMissing  int // reported commits the log does not have
-	refused       int // writes refused as stale
-	refusedLost   int // of which by a holder that knew its lease had ended
+	proctest.Reports
 }
 
 func (r *faultRun) result(ctx context.Context) faultResult {
@@ -114,20 +111,7 @@ func (r *faultRun) result(ctx context.Context) faultResult {
 	if err := r.db.QueryRowContext(ctx, "SELECT v FROM counter WHERE id = 1").Scan(&res.counter); err != nil {
 		r.t.Fatal(err)
 	}
-	for _, e := range r.Events() {
-		switch e.K {
-		case "commit":
-			res.acked++
-			if !logged[[2]any{e.W, e.I}] {
-				res.ackedMissing++
-			}
-		case "stale":
-			res.refused++
-			if e.Lost {
-				res.refusedLost++
-			}
-		}
-	}
+	res.Reports = r.Tally(func(w string, i int) bool { return logged[[2]any{w, i}] })
 	return res
 }
 
@@ -141,7 +125,7 @@ func (res faultResult) checkFenced(t *testing.T) {
 	if res.counter != int64(res.writes) {
 		t.Errorf("counter %d after %d logged increments", res.counter, res.writes)
 	}
-	if res.ackedMissing != 0 || res.acked > res.writes {
-		t.Errorf("%d of %d acknowledged commits missing from %d logged", res.ackedMissing, res.acked, res.writes)
+	if res.AckedMissing != 0 || res.Acked > res.writes {
+		t.Errorf("%d of %d acknowledged commits missing from %d logged", res.AckedMissing, res.Acked, res.writes)
 	}
 }

@@ -15,47 +15,6 @@ import (
 
 const patience = 20 * time.Second
 
-func isKind(k string) func(proctest.Event) bool {
-	return func(e proctest.Event) bool { return e.K == k }
-}
-
-// pauseWorkers stops a worker right after its fenced read for longer than
-// its TTL, until another worker has committed, then lets it write. It
-// returns how many of the paused writes came after a rival's commit and
-// how many of those were refused as stale.
-func pauseWorkers(t *testing.T, r *faultRun, faults int) (effective, refused int) {
-	t.Helper()
-	from := 0
-	// A pause lands only if the stop arrives before the worker's write (a
-	// loaded machine may be slower than the work): try until enough did.
-	for tries := 0; effective < faults && tries < 3*faults; tries++ {
-		read, next, ok := r.WaitFor(from, patience, isKind("read"))
-		if !ok {
-			break // the workers are done; the caller checks what landed
-		}
-		r.Signal(read.W, syscall.SIGSTOP)
-		_, rival, ok := r.WaitFor(next, patience, func(e proctest.Event) bool { return e.K == "commit" && e.W != read.W })
-		r.Signal(read.W, syscall.SIGCONT)
-		if !ok {
-			t.Fatalf("no other worker committed while %s was stopped", read.W)
-		}
-		out, after, ok := r.WaitFor(next, patience, func(e proctest.Event) bool {
-			return e.W == read.W && e.I == read.I && (e.K == "stale" || e.K == "commit" || e.K == "err")
-		})
-		if !ok {
-			t.Fatalf("%s never finished its write after the pause", read.W)
-		}
-		if after > rival { // the paused write came after the rival's commit
-			effective++
-			if out.K == "stale" {
-				refused++
-			}
-		}
-		from = after
-	}
-	return effective, refused
-}
-
 // TestFaultPausedWorker: a worker frozen (SIGSTOP) past its TTL between its
 // read and its write gets ErrStaleToken when it wakes; nothing stale is
 // committed. The same run without the guard shows the harness can see the
@@ -67,15 +26,15 @@ func TestFaultPausedWorker(t *testing.T) {
 		for range workers {
 			r.spawn(iters)
 		}
-		effective, refused := pauseWorkers(t, r, faults)
+		effective, refused := r.PauseAfterRead(faults, patience)
 		r.Await(2 * patience)
 		res := r.result(testCtx(t))
 		res.checkFenced(t)
 		if effective == 0 || refused != effective {
 			t.Errorf("%d paused workers wrote after a rival's commit, %d were refused; want all, and at least one", effective, refused)
 		}
-		if res.refusedLost < refused {
-			t.Errorf("%d refused writes by holders that knew their lease had ended, want at least the %d paused", res.refusedLost, refused)
+		if res.RefusedLost < refused {
+			t.Errorf("%d refused writes by holders that knew their lease had ended, want at least the %d paused", res.RefusedLost, refused)
 		}
 	})
 	t.Run("unfenced canary", func(t *testing.T) {
@@ -83,7 +42,7 @@ func TestFaultPausedWorker(t *testing.T) {
 		for range workers {
 			r.spawn(iters)
 		}
-		effective, _ := pauseWorkers(t, r, faults)
+		effective, _ := r.PauseAfterRead(faults, patience)
 		r.Await(2 * patience)
 		res := r.result(testCtx(t))
 		t.Logf("%+v", res)
@@ -109,7 +68,7 @@ func TestFaultKilledWorker(t *testing.T) {
 	killed := map[[2]any]bool{}
 	from := 0
 	for range faults {
-		w, next, ok := r.WaitFor(from, patience, isKind("write"))
+		w, next, ok := r.WaitFor(from, patience, proctest.Kind("write"))
 		if !ok {
 			t.Fatal("no worker wrote")
 		}
@@ -122,8 +81,8 @@ func TestFaultKilledWorker(t *testing.T) {
 	ctx := testCtx(t)
 	res := r.result(ctx)
 	res.checkFenced(t)
-	if res.acked != res.writes {
-		t.Errorf("%d commits acknowledged, %d logged; nothing else was in flight", res.acked, res.writes)
+	if res.Acked != res.writes {
+		t.Errorf("%d commits acknowledged, %d logged; nothing else was in flight", res.Acked, res.writes)
 	}
 	for k := range killed {
 		var n int
@@ -147,7 +106,7 @@ func TestFaultDatabaseRestart(t *testing.T) {
 	}
 	from := 0
 	for f, kill := range []bool{false, true} {
-		_, next, ok := r.WaitFor(from, patience, isKind("commit"))
+		_, next, ok := r.WaitFor(from, patience, proctest.Kind("commit"))
 		if !ok {
 			t.Fatalf("fault %d: no commit", f)
 		}
@@ -158,7 +117,7 @@ func TestFaultDatabaseRestart(t *testing.T) {
 		from = next
 	}
 	// The workers notice, retry and go on committing.
-	if _, _, ok := r.WaitFor(from, patience, isKind("commit")); !ok {
+	if _, _, ok := r.WaitFor(from, patience, proctest.Kind("commit")); !ok {
 		t.Fatal("no commit after the restarts")
 	}
 	r.Await(3 * patience)
