@@ -3,7 +3,8 @@
 // TestMain runs the worker instead of the tests), so the harness can freeze
 // it with SIGSTOP and kill it with SIGKILL like a real service. Workers
 // report what they do as JSON lines on stdout (Emitter); the harness waits
-// for those events (WaitFor) to time its faults.
+// for those events (WaitFor) to time its faults, and may hold a worker
+// until it writes a line to the worker's standard input (Send).
 package proctest
 
 import (
@@ -11,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"sync"
@@ -29,6 +31,10 @@ type Event struct {
 	V    int64  `json:"v,omitempty"`
 	Lost bool   `json:"lost,omitempty"` // the worker's lease had ended
 	Err  string `json:"err,omitempty"`
+	// Key names what the event is about (a job, an order), Replayed says
+	// that a result was an earlier one's.
+	Key      string `json:"key,omitempty"`
+	Replayed bool   `json:"replayed,omitempty"`
 }
 
 // Emitter returns the function a worker reports with: one JSON line per
@@ -59,8 +65,9 @@ type Harness struct {
 }
 
 type proc struct {
-	cmd  *exec.Cmd
-	done chan struct{} // closed once the process is reaped
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	done  chan struct{} // closed once the process is reaped
 }
 
 // New returns a Harness whose workers get their configuration in the
@@ -90,6 +97,10 @@ func (h *Harness) Spawn(name string, cfg any) {
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), h.env+"="+string(raw))
 	cmd.Stderr = os.Stderr
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		h.t.Fatal(err)
+	}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		h.t.Fatal(err)
@@ -97,7 +108,7 @@ func (h *Harness) Spawn(name string, cfg any) {
 	if err := cmd.Start(); err != nil {
 		h.t.Fatal(err)
 	}
-	p := &proc{cmd: cmd, done: make(chan struct{})}
+	p := &proc{cmd: cmd, stdin: in, done: make(chan struct{})}
 	h.mu.Lock()
 	h.procs[name] = p
 	h.mu.Unlock()
@@ -173,6 +184,21 @@ func (h *Harness) Signal(name string, sig syscall.Signal) {
 	}
 	if sig == syscall.SIGKILL {
 		<-p.done
+	}
+}
+
+// Send writes line and a newline to worker name's standard input: a
+// worker can wait for it to let the harness choose when it goes on.
+func (h *Harness) Send(name, line string) {
+	h.mu.Lock()
+	p := h.procs[name]
+	h.mu.Unlock()
+	if p == nil {
+		h.t.Fatalf("proctest: no worker %q", name)
+		return
+	}
+	if _, err := io.WriteString(p.stdin, line+"\n"); err != nil {
+		h.t.Errorf("proctest: writing to %s: %v", name, err)
 	}
 }
 

@@ -1,20 +1,14 @@
 package sqlonce_test
 
 import (
-	"bufio"
 	"context"
 	"database/sql"
-	"encoding/json"
 	"fmt"
-	"io"
 	"math/rand/v2"
-	"os"
-	"os/exec"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/dlockio/dlock/internal/proctest"
 	"github.com/dlockio/dlock/internal/redistest"
 	"github.com/dlockio/dlock/sqlstore/internal/pgtest"
 	"github.com/dlockio/dlock/sqlstore/sqlonce"
@@ -33,27 +27,20 @@ const (
 )
 
 type harness struct {
-	t      *testing.T
-	redis  *redistest.Server
-	pg     *pgtest.Server
-	db     *sql.DB
-	events chan event
-
-	mu      sync.Mutex
-	workers map[string]*worker
-}
-
-type worker struct {
-	cmd   *exec.Cmd
-	stdin io.WriteCloser
-	done  chan struct{}
+	*proctest.Harness
+	t     *testing.T
+	redis *redistest.Server
+	pg    *pgtest.Server
+	db    *sql.DB
+	next  int // the index of the first event until has not read yet
 }
 
 func newHarness(t *testing.T) *harness {
 	if testing.Short() {
 		t.Skip("fault tests start processes and servers")
 	}
-	h := &harness{t: t, redis: redistest.Start(t), pg: pgtest.Start(t), events: make(chan event, 1024), workers: map[string]*worker{}}
+	h := &harness{t: t, redis: redistest.Start(t), pg: pgtest.Start(t)}
+	h.Harness = proctest.New(t, workerEnv) // its cleanup, killing the workers, runs before the servers'.
 	h.db = h.pg.Open(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -84,78 +71,28 @@ func shuffled(o []string) []string {
 // effect if set.
 func (h *harness) start(name string, list []string, holdAt string, ignoreLease bool) {
 	h.t.Helper()
-	cfg, _ := json.Marshal(workerConfig{Name: name, Redis: h.redis.Addr(), DSN: h.pg.DSN(), Orders: list, HoldAt: holdAt, IgnoreLease: ignoreLease,
+	h.Spawn(name, workerConfig{Name: name, Redis: h.redis.Addr(), DSN: h.pg.DSN(), Orders: list, HoldAt: holdAt, IgnoreLease: ignoreLease,
 		TTL: faultTTL, GiveUp: 60 * time.Second, Backoff: 20 * time.Millisecond})
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), workerEnv+"="+string(cfg))
-	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		h.t.Fatal(err)
-	}
-	w := &worker{cmd: cmd, stdin: stdin, done: make(chan struct{})}
-	h.mu.Lock()
-	h.workers[name] = w
-	h.mu.Unlock()
-	go func() {
-		defer close(w.done)
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			var e event
-			if json.Unmarshal(sc.Bytes(), &e) == nil {
-				h.events <- e
-			}
-		}
-		_ = cmd.Wait()
-	}()
-	h.t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGCONT)
-		_ = cmd.Process.Kill()
-		<-w.done
-	})
-}
-
-func (h *harness) signal(name string, sig syscall.Signal) {
-	h.t.Helper()
-	h.mu.Lock()
-	w := h.workers[name]
-	h.mu.Unlock()
-	if err := w.cmd.Process.Signal(sig); err != nil {
-		h.t.Fatalf("signal %v to %s: %v", sig, name, err)
-	}
 }
 
 // until reads events until match returns true; it returns every event
-// read, including the matching one.
-func (h *harness) until(what string, d time.Duration, match func(event) bool) []event {
+// read, including the matching one. The next call reads on from there.
+func (h *harness) until(what string, d time.Duration, match func(proctest.Event) bool) []proctest.Event {
 	h.t.Helper()
-	var seen []event
-	deadline := time.After(d)
-	for {
-		select {
-		case e := <-h.events:
-			seen = append(seen, e)
-			if match(e) {
-				return seen
-			}
-		case <-deadline:
-			h.t.Fatalf("timed out after %v waiting for %s (%d events)", d, what, len(seen))
-		}
+	_, next, ok := h.WaitFor(h.next, d, match)
+	seen := h.Events()[h.next:next]
+	h.next = next
+	if !ok {
+		h.t.Fatalf("timed out after %v waiting for %s (%d events)", d, what, len(seen))
 	}
+	return seen
 }
 
 // waitExits reads events until n workers reported exit, and returns them.
-func (h *harness) waitExits(n int) []event {
+func (h *harness) waitExits(n int) []proctest.Event {
 	h.t.Helper()
 	exits := 0
-	return h.until(fmt.Sprintf("%d workers to finish", n), 90*time.Second, func(e event) bool {
+	return h.until(fmt.Sprintf("%d workers to finish", n), 90*time.Second, func(e proctest.Event) bool {
 		if e.K == evExit {
 			exits++
 		}

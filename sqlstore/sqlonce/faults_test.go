@@ -4,6 +4,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/dlockio/dlock/internal/proctest"
 )
 
 // A worker frozen (SIGSTOP) mid-way — its shipment inserted, not yet
@@ -23,24 +25,22 @@ func testPaused(t *testing.T, ignoreLease bool) {
 	all := orders()
 	target := all[0]
 	h.start("w0", all, target, ignoreLease)
-	h.until("w0's effect on the target", 30*time.Second, func(e event) bool { return e.W == "w0" && e.K == evEffect && e.Order == target })
-	h.signal("w0", syscall.SIGSTOP)
+	h.until("w0's effect on the target", 30*time.Second, func(e proctest.Event) bool { return e.W == "w0" && e.K == evEffect && e.Key == target })
+	h.Signal("w0", syscall.SIGSTOP)
 	h.start("w1", shuffled(all), "", false)
 	h.start("w2", shuffled(all), "", false)
-	h.until("another worker to ship the target", 30*time.Second, func(e event) bool {
-		return e.W != "w0" && e.K == evDone && e.Order == target && !e.Replayed
+	h.until("another worker to ship the target", 30*time.Second, func(e proctest.Event) bool {
+		return e.W != "w0" && e.K == evDone && e.Key == target && !e.Replayed
 	})
-	h.signal("w0", syscall.SIGCONT)
-	if _, err := h.workers["w0"].stdin.Write([]byte("go\n")); err != nil {
-		t.Fatal(err)
-	}
+	h.Signal("w0", syscall.SIGCONT)
+	h.Send("w0", "go")
 	seen := h.waitExits(3)
 	lost := false
 	for _, e := range seen {
-		if e.W == "w0" && e.K == evLost && e.Order == target {
+		if e.W == "w0" && e.K == evLost && e.Key == target {
 			lost = true
 		}
-		if e.W == "w0" && e.K == evDone && e.Order == target && !e.Replayed {
+		if e.W == "w0" && e.K == evDone && e.Key == target && !e.Replayed {
 			t.Errorf("the frozen worker completed the target after being taken over: %+v", e)
 		}
 	}
@@ -57,8 +57,8 @@ func TestFaultKilledMidway(t *testing.T) {
 	all := orders()
 	target := all[0]
 	h.start("w0", all, target, false)
-	h.until("w0's effect on the target", 30*time.Second, func(e event) bool { return e.W == "w0" && e.K == evEffect && e.Order == target })
-	h.signal("w0", syscall.SIGKILL)
+	h.until("w0's effect on the target", 30*time.Second, func(e proctest.Event) bool { return e.W == "w0" && e.K == evEffect && e.Key == target })
+	h.Signal("w0", syscall.SIGKILL)
 	h.start("w1", shuffled(all), "", false)
 	h.start("w2", shuffled(all), "", false)
 	h.waitExits(2)
@@ -75,7 +75,7 @@ func TestFaultDatabaseRestarted(t *testing.T) {
 		h.start(w, shuffled(all), "", false)
 	}
 	done := 0
-	h.until("a third of the orders", 60*time.Second, func(e event) bool {
+	h.until("a third of the orders", 60*time.Second, func(e proctest.Event) bool {
 		if e.K == evDone && !e.Replayed {
 			done++
 		}

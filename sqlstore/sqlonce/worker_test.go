@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/dlockio/dlock"
+	"github.com/dlockio/dlock/internal/proctest"
 	"github.com/dlockio/dlock/once"
 	"github.com/dlockio/dlock/redisdriver"
 	"github.com/dlockio/dlock/sqlstore/sqlonce"
@@ -40,7 +41,8 @@ type workerConfig struct {
 	Backoff     time.Duration `json:"backoff"`
 }
 
-// Worker events, one JSON line each on stdout.
+// Worker events (proctest.Event, Key the order), one JSON line each on
+// stdout.
 const (
 	evEffect = "effect" // the shipment row was inserted (not committed)
 	evDone   = "done"   // Do returned a result (Replayed: a duplicate)
@@ -48,15 +50,6 @@ const (
 	evErr    = "err"    // a store failure; the order is delivered again
 	evExit   = "exit"   // the worker processed all its orders
 )
-
-type event struct {
-	K        string `json:"k"`
-	W        string `json:"w"`
-	Order    string `json:"order,omitempty"`
-	Token    uint64 `json:"token,omitempty"`
-	Replayed bool   `json:"replayed,omitempty"`
-	Msg      string `json:"msg,omitempty"`
-}
 
 func TestMain(m *testing.M) {
 	if cfg := os.Getenv(workerEnv); cfg != "" {
@@ -75,8 +68,7 @@ func runWorker(raw string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
-	enc := json.NewEncoder(os.Stdout)
-	emit := func(e event) { e.W = cfg.Name; _ = enc.Encode(e) }
+	emit := proctest.Emitter(cfg.Name)
 	locker, err := redisdriver.Open("redis://"+cfg.Redis, dlock.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))),
 		dlock.WithDefaultTTL(cfg.TTL))
 	if err != nil {
@@ -105,7 +97,7 @@ func runWorker(raw string) int {
 				if _, err := tx.ExecContext(ctx, `INSERT INTO shipments (order_id, token) VALUES ($1, $2)`, order, int64(token)); err != nil {
 					return nil, err
 				}
-				emit(event{K: evEffect, Order: order, Token: token})
+				emit(proctest.Event{K: evEffect, Key: order, Tok: token})
 				if order == cfg.HoldAt {
 					_, _ = stdin.ReadString('\n') // the harness stops or kills us here
 				}
@@ -118,7 +110,7 @@ func runWorker(raw string) int {
 				res, err = sqlonce.DoTx(ctx, p, db, order, []byte("ship "+order), ship)
 			}
 			if err == nil {
-				emit(event{K: evDone, Order: order, Token: res.Token, Replayed: res.Replayed})
+				emit(proctest.Event{K: evDone, Key: order, Tok: res.Token, Replayed: res.Replayed})
 				break
 			}
 			if ctx.Err() != nil {
@@ -129,11 +121,11 @@ func runWorker(raw string) int {
 			if errors.Is(err, once.ErrClaimLost) || errors.Is(err, dlock.ErrLockLost) || errors.Is(err, context.Canceled) {
 				kind = evLost
 			}
-			emit(event{K: kind, Order: order, Msg: err.Error()})
+			emit(proctest.Event{K: kind, Key: order, Err: err.Error()})
 			time.Sleep(cfg.Backoff) // redelivery delay, as a queue's
 		}
 	}
-	emit(event{K: evExit})
+	emit(proctest.Event{K: evExit})
 	return 0
 }
 
