@@ -82,25 +82,7 @@ func New(drv driver.Driver, opts ...Option) (*Client, error) {
 // another owner holds the lock. Under the Context of a live lease of this
 // Client on key it is a nested hold instead (see Lease).
 func (c *Client) TryLock(ctx context.Context, key string, opts ...LockOption) (*Lease, error) {
-	req, lc, err := c.prepare(ctx, key, opts)
-	if err != nil {
-		return nil, err
-	}
-	if err := c.refuseNested(ctx, key, modeExclusive); err != nil {
-		return nil, err
-	}
-	head := marks(ctx)
-	if l, ok, err := c.reenter(ctx, head, key, lc); ok {
-		return l, err
-	}
-	if lc.fifo == fifoOn {
-		return c.tryLockFIFO(ctx, req, lc, head)
-	}
-	h, err := c.e.TryAcquire(ctx, req, lc.watchdog)
-	if err != nil {
-		return nil, err
-	}
-	return c.newLease(h, req.Owner, head, lc), nil
+	return c.lock(ctx, key, opts, true)
 }
 
 // Lock acquires key, waiting as long as ctx allows. While it waits it is
@@ -116,6 +98,12 @@ func (c *Client) TryLock(ctx context.Context, key string, opts ...LockOption) (*
 // ErrReentry instead. Leases of other Clients never nest: they exclude
 // each other like separate processes.
 func (c *Client) Lock(ctx context.Context, key string, opts ...LockOption) (*Lease, error) {
+	return c.lock(ctx, key, opts, false)
+}
+
+// lock is Lock, or TryLock with try: they differ only in the acquisition,
+// one attempt or a wait.
+func (c *Client) lock(ctx context.Context, key string, opts []LockOption, try bool) (*Lease, error) {
 	req, lc, err := c.prepare(ctx, key, opts)
 	if err != nil {
 		return nil, err
@@ -127,10 +115,15 @@ func (c *Client) Lock(ctx context.Context, key string, opts ...LockOption) (*Lea
 	if l, ok, err := c.reenter(ctx, head, key, lc); ok {
 		return l, err
 	}
-	if lc.fifo == fifoOn {
-		return c.lockFIFO(ctx, req, lc, head)
+	var h *engine.Hold
+	switch {
+	case lc.fifo == fifoOn:
+		h, err = c.acquireFIFO(ctx, req, lc, try)
+	case try:
+		h, err = c.e.TryAcquire(ctx, req, lc.watchdog)
+	default:
+		h, err = c.e.Acquire(ctx, req, lc.watchdog)
 	}
-	h, err := c.e.Acquire(ctx, req, lc.watchdog)
 	if err != nil {
 		return nil, err
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/dlockio/dlock/driver"
+	"github.com/dlockio/dlock/internal/engine"
 )
 
 // WithFIFO makes Lock wait in a queue kept by the store, in the order of
@@ -39,31 +40,15 @@ const (
 	fifoOn
 )
 
-// lockFIFO is Lock through the store's queue.
-func (c *Client) lockFIFO(ctx context.Context, req driver.AcquireRequest, lc lockConfig, head *mark) (*Lease, error) {
+// acquireFIFO acquires req through the store's queue: waiting its turn,
+// or with try granted iff nobody waits and the key is free.
+func (c *Client) acquireFIFO(ctx context.Context, req driver.AcquireRequest, lc lockConfig, try bool) (*engine.Hold, error) {
 	if !c.e.SupportsQueue() {
 		return nil, fmt.Errorf("%w: FIFO lock of %q: the driver has no queued leases", ErrUnsupported, req.Key)
 	}
-	h, err := c.e.AcquireQueued(ctx, driver.QueueRequest{
-		Key: req.Key, TTL: req.TTL, Owner: req.Owner, Mode: driver.ModeExclusive,
-	}, lc.watchdog)
-	if err != nil {
-		return nil, err
+	qreq := driver.QueueRequest{Key: req.Key, TTL: req.TTL, Owner: req.Owner, Mode: driver.ModeExclusive}
+	if try {
+		return c.e.TryAcquireQueued(ctx, qreq, lc.watchdog)
 	}
-	return c.newLease(h, req.Owner, head, lc), nil
-}
-
-// tryLockFIFO is TryLock through the store's queue: granted iff nobody
-// waits and the key is free.
-func (c *Client) tryLockFIFO(ctx context.Context, req driver.AcquireRequest, lc lockConfig, head *mark) (*Lease, error) {
-	if !c.e.SupportsQueue() {
-		return nil, fmt.Errorf("%w: FIFO lock of %q: the driver has no queued leases", ErrUnsupported, req.Key)
-	}
-	h, err := c.e.TryAcquireQueued(ctx, driver.QueueRequest{
-		Key: req.Key, TTL: req.TTL, Owner: req.Owner, Mode: driver.ModeExclusive,
-	}, lc.watchdog)
-	if err != nil {
-		return nil, err
-	}
-	return c.newLease(h, req.Owner, head, lc), nil
+	return c.e.AcquireQueued(ctx, qreq, lc.watchdog)
 }
