@@ -37,74 +37,40 @@ func (d *Driver) Release(ctx context.Context, reqs []driver.ReleaseRequest) ([]d
 	if d.cluster != nil {
 		publishInScript = "1"
 	}
-	type part struct {
-		cl  *call
-		idx []int
-	}
-	var parts []part
-	for _, g := range d.groupBySlot(len(reqs), func(i int) string { return reqs[i].Key }) {
-		var locks, queued []int
-		for _, ri := range g {
-			if reqs[ri].Kind == driver.KindLock {
-				locks = append(locks, ri)
-			} else {
-				queued = append(queued, ri)
-			}
-		}
-		if len(locks) > 0 {
-			parts = append(parts, part{d.lockReleaseCall(ctx, reqs, locks, publishInScript), locks})
-		}
-		if len(queued) > 0 {
+	results := make([]driver.ReleaseResult, len(reqs))
+	err := d.runBatch(ctx, batch{
+		n:        len(reqs),
+		key:      func(i int) string { return reqs[i].Key },
+		isLock:   func(i int) bool { return reqs[i].Kind == driver.KindLock },
+		lockCall: func(idx []int) *call { return d.lockReleaseCall(ctx, reqs, idx, publishInScript) },
+		queueCall: func(idx []int) *call {
 			// queue_release.lua publishes itself, only for names it leaves
 			// free: the common release there is a hand-off, which wakes
 			// its waiter through the inbox.
-			cl := &call{s: queueReleaseScript, keys: make([]string, len(queued)), args: make([]any, 0, 2*len(queued))}
-			for i, ri := range queued {
+			cl := &call{s: queueReleaseScript, keys: make([]string, len(idx)), args: make([]any, 0, 2*len(idx))}
+			for i, ri := range idx {
 				cl.keys[i] = d.lockKey(reqs[ri].Key)
 				cl.args = append(cl.args, reqs[ri].ID, leaseTag(reqs[ri].Kind))
 			}
-			parts = append(parts, part{cl, queued})
+			return cl
+		},
+	}, func(i int, digit byte) error {
+		switch int(digit - '0') {
+		case replyReleased:
+			results[i] = driver.Released
+		case replyAlreadyReleased:
+			results[i] = driver.AlreadyReleased
+		case replyNotHeld:
+			results[i] = driver.NotHeld
+		default:
+			return fmt.Errorf("unexpected answer %q", digit)
 		}
-	}
-	calls := make([]*call, len(parts))
-	for i, p := range parts {
-		calls[i] = p.cl
-	}
-	if err := runCalls(ctx, d.rdb.Pipeline(), calls); err != nil {
+		return nil
+	})
+	if err != nil {
 		return nil, err
 	}
-	results := make([]driver.ReleaseResult, len(reqs))
-	for _, p := range parts {
-		codes, err := replyDigits(p.cl, len(p.idx))
-		if err != nil {
-			return nil, err
-		}
-		for i, ri := range p.idx {
-			switch int(codes[i] - '0') {
-			case replyReleased:
-				results[ri] = driver.Released
-			case replyAlreadyReleased:
-				results[ri] = driver.AlreadyReleased
-			case replyNotHeld:
-				results[ri] = driver.NotHeld
-			default:
-				return nil, fmt.Errorf("%s script: unexpected answer %q", p.cl.s.name, codes[i])
-			}
-		}
-	}
 	return results, nil
-}
-
-// replyDigits returns the reply of a batch script: one digit per request.
-func replyDigits(cl *call, n int) (string, error) {
-	s, err := cl.reply.Text()
-	if err != nil {
-		return "", err
-	}
-	if len(s) != n {
-		return "", fmt.Errorf("%s script: %d answers for %d keys", cl.s.name, len(s), n)
-	}
-	return s, nil
 }
 
 // lockReleaseCall is the release.lua call of the exclusive locks reqs[i]

@@ -25,55 +25,33 @@ func (d *Driver) Renew(ctx context.Context, reqs []driver.RenewRequest) ([]bool,
 			return nil, err
 		}
 	}
-	// Per slot, one renew.lua call for the exclusive locks and one
-	// queue_renew.lua call for the queued leases.
-	type part struct {
-		cl  *call
-		idx []int
-	}
-	var parts []part
-	for _, g := range d.groupBySlot(len(reqs), func(i int) string { return reqs[i].Key }) {
-		var locks, queued []int
-		for _, ri := range g {
-			if reqs[ri].Kind == driver.KindLock {
-				locks = append(locks, ri)
-			} else {
-				queued = append(queued, ri)
-			}
-		}
-		if len(locks) > 0 {
-			cl := &call{s: renewScript, keys: make([]string, len(locks)), args: make([]any, 0, 2*len(locks))}
-			for i, ri := range locks {
+	held := make([]bool, len(reqs))
+	err := d.runBatch(ctx, batch{
+		n:      len(reqs),
+		key:    func(i int) string { return reqs[i].Key },
+		isLock: func(i int) bool { return reqs[i].Kind == driver.KindLock },
+		lockCall: func(idx []int) *call {
+			cl := &call{s: renewScript, keys: make([]string, len(idx)), args: make([]any, 0, 2*len(idx))}
+			for i, ri := range idx {
 				cl.keys[i] = d.lockKey(reqs[ri].Key)
 				cl.args = append(cl.args, idPrefix(reqs[ri].ID), reqs[ri].TTL.Milliseconds())
 			}
-			parts = append(parts, part{cl, locks})
-		}
-		if len(queued) > 0 {
-			cl := &call{s: queueRenewScript, keys: make([]string, len(queued)), args: make([]any, 0, 3*len(queued))}
-			for i, ri := range queued {
+			return cl
+		},
+		queueCall: func(idx []int) *call {
+			cl := &call{s: queueRenewScript, keys: make([]string, len(idx)), args: make([]any, 0, 3*len(idx))}
+			for i, ri := range idx {
 				cl.keys[i] = d.lockKey(reqs[ri].Key)
 				cl.args = append(cl.args, reqs[ri].ID, reqs[ri].TTL.Milliseconds(), leaseTag(reqs[ri].Kind))
 			}
-			parts = append(parts, part{cl, queued})
-		}
-	}
-	calls := make([]*call, len(parts))
-	for i, p := range parts {
-		calls[i] = p.cl
-	}
-	if err := runCalls(ctx, d.rdb.Pipeline(), calls); err != nil {
+			return cl
+		},
+	}, func(i int, digit byte) error {
+		held[i] = int(digit-'0') == replyExtended
+		return nil
+	})
+	if err != nil {
 		return nil, err
-	}
-	held := make([]bool, len(reqs))
-	for _, p := range parts {
-		v, err := replyDigits(p.cl, len(p.idx))
-		if err != nil {
-			return nil, err
-		}
-		for i, ri := range p.idx {
-			held[ri] = int(v[i]-'0') == replyExtended
-		}
 	}
 	return held, nil
 }
