@@ -155,11 +155,7 @@ func TestLockAllWaitsHoldingNothing(t *testing.T) {
 // passed are released; TryLockAll releases them before it returns.
 func TestLockAllRollsBack(t *testing.T) {
 	store := memdriver.New()
-	a, err := dlock.New(oneByOne{store}, dlock.WithLogger(quietLogger()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
+	a := newMemLocker(t, oneByOne{store})
 	b := newMemLocker(t, store.Connect())
 	ctx := ctxTimeout(t, 10*time.Second)
 	busy, err := b.Lock(ctx, "z")
@@ -319,11 +315,7 @@ func TestLockAllAPI(t *testing.T) {
 // later one fails LockAll with ErrLockLost, and the rest is released.
 func TestLockAllLostWhileWaiting(t *testing.T) {
 	store := memdriver.New()
-	a, err := dlock.New(oneByOne{store}, dlock.WithLogger(quietLogger()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
+	a := newMemLocker(t, oneByOne{store})
 	b := newMemLocker(t, store.Connect())
 	ctx := ctxTimeout(t, 10*time.Second)
 	busy, err := b.Lock(ctx, "c")

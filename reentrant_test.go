@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/dlockio/dlock"
+	"github.com/dlockio/dlock/driver"
 	"github.com/dlockio/dlock/internal/redistest"
 	"github.com/dlockio/dlock/memdriver"
 	"github.com/redis/go-redis/v9"
@@ -36,7 +37,7 @@ func commandsProcessed(t testing.TB, rdb *redis.Client) int {
 }
 
 // newMemLocker returns a Client on drv (closed at the end of the test).
-func newMemLocker(t testing.TB, drv *memdriver.Driver) *dlock.Client {
+func newMemLocker(t testing.TB, drv driver.Driver) *dlock.Client {
 	t.Helper()
 	c, err := dlock.New(drv, dlock.WithLogger(quietLogger()))
 	if err != nil {
