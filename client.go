@@ -18,6 +18,7 @@ import (
 
 	"github.com/dlockio/dlock/driver"
 	"github.com/dlockio/dlock/internal/engine"
+	"github.com/dlockio/dlock/internal/options"
 )
 
 // Owner describes who holds a lock: host name, process id and the free
@@ -54,13 +55,8 @@ func New(drv driver.Driver, opts ...Option) (*Client, error) {
 		return nil, fmt.Errorf("%w: nil driver", ErrInvalidArgument)
 	}
 	cfg := clientConfig{ttl: DefaultTTL, retryDelay: DefaultRetryDelay, now: time.Now}
-	for _, o := range opts {
-		if o == nil {
-			return nil, fmt.Errorf("%w: nil option", ErrInvalidArgument)
-		}
-		if err := o(&cfg); err != nil {
-			return nil, err
-		}
+	if err := options.Apply(&cfg, opts); err != nil {
+		return nil, err
 	}
 	ecfg := engine.Config{Driver: drv, Logger: cfg.logger, RetryDelay: cfg.retryDelay, Now: cfg.now}
 	if cfg.observer != nil {

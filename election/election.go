@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dlockio/dlock"
+	"github.com/dlockio/dlock/internal/options"
 )
 
 // Errors, as the cause (context.Cause) of a leader's context.
@@ -133,13 +134,8 @@ func New(locks *dlock.Client, key string, opts ...Option) (*Election, error) {
 	// Leadership of the same term. It gets dlock.ErrReentry at once.
 	cfg := config{poll: DefaultPollInterval, retryDelay: DefaultRetryDelay,
 		lockOpts: []dlock.LockOption{dlock.WithoutReentry()}}
-	for _, o := range opts {
-		if o == nil {
-			return nil, fmt.Errorf("%w: nil option", ErrInvalidArgument)
-		}
-		if err := o(&cfg); err != nil {
-			return nil, err
-		}
+	if err := options.Apply(&cfg, opts); err != nil {
+		return nil, err
 	}
 	if cfg.identity != nil {
 		cfg.lockOpts = append(cfg.lockOpts, dlock.WithMeta(*cfg.identity))

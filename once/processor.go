@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/dlockio/dlock"
+	"github.com/dlockio/dlock/internal/options"
 )
 
 // completeTimeout bounds the completion of work that finished after its
@@ -52,13 +53,8 @@ func New(locks *dlock.Client, store Store, opts ...Option) (*Processor, error) {
 	// under the same token. It gets dlock.ErrReentry at once instead.
 	cfg := config{retention: DefaultRetention, duplicates: DuplicatesWait, prefix: DefaultLockPrefix,
 		lockOpts: []dlock.LockOption{dlock.WithoutReentry()}}
-	for _, o := range opts {
-		if o == nil {
-			return nil, fmt.Errorf("%w: nil option", ErrInvalidArgument)
-		}
-		if err := o(&cfg); err != nil {
-			return nil, err
-		}
+	if err := options.Apply(&cfg, opts); err != nil {
+		return nil, err
 	}
 	return &Processor{locks: locks, store: store, cfg: cfg}, nil
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/dlockio/dlock/driver"
+	"github.com/dlockio/dlock/internal/options"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -71,13 +72,8 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Driver, error) {
 	}
 	d := &Driver{rdb: rdb, prefix: DefaultPrefix}
 	d.cluster, _ = rdb.(*redis.ClusterClient)
-	for _, o := range opts {
-		if o == nil {
-			return nil, fmt.Errorf("%w: nil option", driver.ErrInvalid)
-		}
-		if err := o(d); err != nil {
-			return nil, err
-		}
+	if err := options.Apply(d, opts); err != nil {
+		return nil, err
 	}
 	return d, nil
 }

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/dlockio/dlock"
+	"github.com/dlockio/dlock/internal/options"
 	"github.com/dlockio/dlock/once"
 	"github.com/redis/go-redis/v9"
 )
@@ -68,13 +69,8 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("%w: nil redis client", once.ErrInvalidArgument)
 	}
 	s := &Store{rdb: rdb, prefix: DefaultPrefix}
-	for _, o := range opts {
-		if o == nil {
-			return nil, fmt.Errorf("%w: nil option", once.ErrInvalidArgument)
-		}
-		if err := o(s); err != nil {
-			return nil, err
-		}
+	if err := options.Apply(s, opts); err != nil {
+		return nil, err
 	}
 	return s, nil
 }
