@@ -32,7 +32,7 @@ func (f fairResult) String() string {
 
 // checkFairRun asserts what docs/fair-lock.md promises under every fault of
 // TestFaultsFair.
-func checkFairRun(t *testing.T, sc scenario, res result, fr fairResult) {
+func checkFairRun(t *testing.T, sc fairScenario, res result, fr fairResult) {
 	t.Helper()
 	if res.Faults == 0 || res.Accepted == 0 {
 		t.Errorf("the run proves nothing: %d faults injected, %d writes accepted", res.Faults, res.Accepted)
@@ -42,6 +42,9 @@ func checkFairRun(t *testing.T, sc scenario, res result, fr fairResult) {
 	}
 	if res.Stale != 0 {
 		t.Errorf("%d stale writes accepted", res.Stale)
+	}
+	if sc.wantRejected && res.Rejected == 0 {
+		t.Errorf("the fault made a stale holder, but the register rejected no write")
 	}
 	if fr.overlaps != 0 {
 		t.Errorf("%d pairs of valid holders overlapped (longest %v)", fr.overlaps, fr.overlapMax)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -111,26 +112,41 @@ func (f *fairLock) lock(ctx context.Context) (held, error) {
 	return h, nil
 }
 
+// fairScenario is a fault run against the fair lock.
+type fairScenario struct {
+	scenario
+	// wantRejected: the fault leaves a stale holder writing after a newer
+	// one was at the register; the register must refuse it.
+	wantRejected bool
+}
+
 // fairScenarios are the fair lock's fault runs.
-func fairScenarios() []scenario {
+func fairScenarios() []fairScenario {
 	const ttl = 500 * time.Millisecond
-	return []scenario{{
+	return []fairScenario{{scenario: scenario{
 		name:  "fair-pause",
 		fault: "SIGSTOP a holder after its read, SIGCONT once a rival has written (longer than the TTL)",
 		ttl:   ttl, hold: 150 * time.Millisecond, faults: [2]int{1, 4}, setup: plainStore, inject: injectPause,
-	}, {
+	}, wantRejected: true}, {scenario: scenario{
 		name:  "fair-kill",
 		fault: "SIGKILL a holder right after it acquired; a new worker replaces it",
 		ttl:   ttl, hold: 100 * time.Millisecond, faults: [2]int{2, 8}, setup: plainStore, inject: injectKill,
-	}, {
+	}}, {scenario: scenario{
 		name:  "fair-restart",
 		fault: "SIGKILL Redis (append-only, fsync always) while a holder works; restart it from its files",
-		ttl:   ttl, hold: 300 * time.Millisecond, faults: [2]int{1, 3}, setup: persistentStore, inject: injectStoreRestart,
-	}, {
+		ttl:   ttl, hold: 150 * time.Millisecond, faults: [2]int{1, 3}, setup: persistentStore, inject: injectStoreRestart,
+	}}, {scenario: scenario{
+		// The work outlasts the TTL by 200 ms: a holder cut off after its
+		// read loses its lease during the work, the next waiter takes over
+		// and reads, and the cut-off holder's write comes after that read.
 		name:  "fair-blackhole",
-		fault: "black-hole a holder's traffic to Redis after its read; heal once a rival has read (held bytes then arrive)",
-		ttl:   ttl, hold: 200 * time.Millisecond, faults: [2]int{1, 4}, setup: plainStore, inject: injectBlackhole,
-	}}
+		fault: "black-hole a holder's traffic to Redis after its read (work 600 ms, TTL 400 ms); heal once a rival has read",
+		ttl:   400 * time.Millisecond, hold: 600 * time.Millisecond, faults: [2]int{1, 4}, setup: plainStore, inject: injectBlackhole,
+	}, wantRejected: true}, {scenario: scenario{
+		name:  "fair-kill-waiter",
+		fault: "SIGKILL the waiter at the head of the queue while a holder works and another waits; a new worker replaces it",
+		ttl:   ttl, hold: 150 * time.Millisecond, faults: [2]int{2, 8}, setup: plainStore, inject: injectKillHeadWaiter,
+	}}}
 }
 
 // storeWorker is the worker name of faults that hit the store, not one
@@ -154,8 +170,52 @@ func injectStoreRestart(r *run) {
 	}
 }
 
-// TestFaultsFair runs the pause, kill, restart and blackhole scenarios
-// against the fair lock.
+// injectKillHeadWaiter kills the first waiter of the queue, as the store
+// shows it, while someone holds and another waits behind it: the lock must
+// not stay behind the dead head (it drops out within one TTL) and the
+// waiter behind keeps its place. A replacement does the victim's
+// remaining iterations.
+func injectKillHeadWaiter(r *run) {
+	insp := newInspector(r.t, r.store.Addr())
+	for range r.faults() {
+		victim, ok := r.headWaiter(insp)
+		if !ok {
+			r.t.Logf("kill-waiter: never saw a holder and two waiters")
+			return
+		}
+		p := r.procs[victim]
+		r.signal(victim, syscall.SIGKILL, evKill)
+		r.fault(victim, "SIGKILL the head waiter")
+		<-p.done
+		if left := r.iters[victim] - r.finished(victim); left > 0 {
+			r.spawn(left)
+		}
+		from := len(r.hub.snapshot())
+		r.hub.waitFor(from, r.patience(), isAcq) // taken over: next kill
+	}
+}
+
+// headWaiter polls the queue until it has a holder and at least two
+// waiters and returns the worker whose process is the first waiter.
+func (r *run) headWaiter(insp *dlock.Client) (string, bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), r.patience())
+	defer cancel()
+	for ctx.Err() == nil {
+		q, ok, err := insp.InspectQueue(ctx, lockName)
+		if err == nil && ok && len(q.Holders) > 0 && len(q.Waiters) >= 2 {
+			for name, p := range r.procs {
+				if p.cmd.Process.Pid == q.Waiters[0].Owner.PID && r.finished(name) < r.iters[name] {
+					return name, true
+				}
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return "", false
+}
+
+// TestFaultsFair runs the pause, kill, restart, blackhole and dead-waiter
+// scenarios against the fair lock.
 func TestFaultsFair(t *testing.T) {
 	if testing.Short() {
 		t.Skip("fault injection takes minutes; skipped in -short mode")
@@ -168,7 +228,7 @@ func TestFaultsFair(t *testing.T) {
 	var rows []string
 	for _, sc := range fairScenarios() {
 		t.Run(sc.name, func(t *testing.T) {
-			r := newRun(t, sc, kindDlock, m)
+			r := newRun(t, sc.scenario, kindDlock, m)
 			r.roles = []string{roleFair}
 			res := r.execute()
 			fr := checkFair(r.hub.snapshot())

@@ -1,6 +1,14 @@
 package faults
 
-import "testing"
+import (
+	"context"
+	"os"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/dlockio/dlock/internal/redistest"
+)
 
 // fairAcq is one fair acquisition as a worker reports it: its Enqueue
 // (queued unless queued is 0), its grant, and the end of its validity.
@@ -63,5 +71,34 @@ func TestCheckFairFindsViolations(t *testing.T) {
 	// Equal tokens are out of order too.
 	if r := checkFair(concat(fairAcq("x", "b", 0, 0, 1, 50, 11), fairAcq("y", "c", 60, 0, 70, 80, 11))); r.tokenOrder != 1 {
 		t.Fatalf("a token repeated: %v", r)
+	}
+}
+
+// keysLeft reports a key with no expiry and one that outlives the longest
+// lease, and not one that expires in time.
+func TestKeysLeftFindsLeaks(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs redis-server")
+	}
+	if os.Getenv(redistest.EnvAddr) != "" {
+		t.Skip("needs a redis-server of its own: " + redistest.EnvAddr + " is set")
+	}
+	r := &run{t: t, store: redistest.Start(t)}
+	rdb := redistest.NewClient(t, r.store.Addr())
+	ctx := context.Background()
+	const ttl = 100 * time.Millisecond
+	if err := rdb.Set(ctx, "dlock:{job}:e", "x", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.Set(ctx, "dlock:{job}:last", "x", time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.Set(ctx, "dlock:{job}", "x", ttl/2).Err(); err != nil {
+		t.Fatal(err)
+	}
+	left := r.keysLeft(ttl)
+	slices.Sort(left)
+	if want := []string{"dlock:{job}:e", "dlock:{job}:last"}; !slices.Equal(left, want) {
+		t.Fatalf("keys left %v, want %v", left, want)
 	}
 }
