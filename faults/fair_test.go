@@ -126,7 +126,7 @@ func fairScenarios() []fairScenario {
 	return []fairScenario{{scenario: scenario{
 		name:  "fair-pause",
 		fault: "SIGSTOP a holder after its read, SIGCONT once a rival has written (longer than the TTL)",
-		ttl:   ttl, hold: 150 * time.Millisecond, faults: [2]int{1, 4}, setup: plainStore, inject: injectPause,
+		ttl:   ttl, hold: 150 * time.Millisecond, faults: [2]int{1, 4}, setup: plainStore, inject: injectFairPause,
 	}, wantRejected: true}, {scenario: scenario{
 		name:  "fair-kill",
 		fault: "SIGKILL a holder right after it acquired; a new worker replaces it",
@@ -141,12 +141,74 @@ func fairScenarios() []fairScenario {
 		// and reads, and the cut-off holder's write comes after that read.
 		name:  "fair-blackhole",
 		fault: "black-hole a holder's traffic to Redis after its read (work 600 ms, TTL 400 ms); heal once a rival has read",
-		ttl:   400 * time.Millisecond, hold: 600 * time.Millisecond, faults: [2]int{1, 4}, setup: plainStore, inject: injectBlackhole,
+		ttl:   400 * time.Millisecond, hold: 600 * time.Millisecond, faults: [2]int{1, 4}, setup: plainStore, inject: injectFairBlackhole,
 	}, wantRejected: true}, {scenario: scenario{
 		name:  "fair-kill-waiter",
 		fault: "SIGKILL the waiter at the head of the queue while a holder works and another waits; a new worker replaces it",
 		ttl:   ttl, hold: 150 * time.Millisecond, faults: [2]int{2, 8}, setup: plainStore, inject: injectKillHeadWaiter,
 	}}}
+}
+
+// injectFairPause is injectPause, and injectFairBlackhole injectBlackhole,
+// except that a fault which left no refused write is tried again, up to
+// three times per fault: a SIGSTOP that lands before the holder's lease
+// check makes no stale holder (it wakes, sees its lease over and does not
+// write), nor does a partition on a machine so slow that the holder
+// writes before the next one took over.
+func injectFairPause(r *run)     { untilRefused(r, pauseOnce) }
+func injectFairBlackhole(r *run) { untilRefused(r, blackholeOnce) }
+
+func untilRefused(r *run, once func(r *run, from int) (acq string, next int, ok bool)) {
+	from := 0
+	for range r.faults() {
+		for try := 0; try < 3; try++ {
+			acq, next, ok := once(r, from)
+			if !ok {
+				return
+			}
+			from = next
+			if r.refused(acq) {
+				break
+			}
+		}
+	}
+}
+
+// pauseOnce freezes a holder after its read until a rival has written,
+// and waits for the frozen holder's end.
+func pauseOnce(r *run, from int) (string, int, bool) {
+	ev, next, ok := r.hub.waitFor(from, r.patience(), isRead)
+	if !ok {
+		return "", next, false
+	}
+	r.signal(ev.W, syscall.SIGSTOP, evPause)
+	r.fault(ev.W, "SIGSTOP")
+	_, next, ok = r.hub.waitFor(next, r.patience(), func(e event) bool { return e.K == evWrite && e.W != ev.W })
+	r.signal(ev.W, syscall.SIGCONT, evResume)
+	if !ok {
+		r.t.Logf("pause: no rival wrote while %s was stopped", ev.W)
+	}
+	_, next, _ = r.hub.waitFor(next, r.patience(), endOf(ev.A))
+	return ev.A, next, true
+}
+
+// blackholeOnce cuts a holder off after its read until a rival has read,
+// and waits for the cut-off holder's end.
+func blackholeOnce(r *run, from int) (string, int, bool) {
+	ev, next, ok := r.hub.waitFor(from, r.patience(), isRead)
+	if !ok {
+		return "", next, false
+	}
+	px := r.proxies[ev.W]
+	px.Partition(true)
+	r.fault(ev.W, "partitioned")
+	_, next, ok = r.hub.waitFor(next, r.patience(), func(e event) bool { return isRead(e) && e.W != ev.W })
+	px.Partition(false)
+	if !ok {
+		r.t.Logf("blackhole: no rival read while %s was cut off", ev.W)
+	}
+	_, next, _ = r.hub.waitFor(next, r.patience(), endOf(ev.A))
+	return ev.A, next, true
 }
 
 // storeWorker is the worker name of faults that hit the store, not one
