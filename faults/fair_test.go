@@ -95,7 +95,10 @@ func (f *fairLock) lock(ctx context.Context) (held, error) {
 	l, err := f.c.Lock(ctx, lockName, dlock.WithFIFO())
 	at := now()
 	// Emitted here, on the worker's goroutine: the engine calls Enqueue
-	// from its own goroutines, and only the worker writes to stdout.
+	// from its own goroutines, and only the worker writes to stdout. Before
+	// acq, so that a holder killed the moment it reports acq has its
+	// requests on record too; the validity window, which starts at acq,
+	// loses the few microseconds these lines take.
 	for _, e := range f.drv.drain() {
 		f.w.emit(e)
 	}
