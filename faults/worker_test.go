@@ -132,6 +132,9 @@ func workerMain(raw string) int {
 		if cfg.Role != "" {
 			w.lock = sharedLock{c: c, role: cfg.Role, permits: cfg.Permits}
 		}
+		if cfg.Role == roleFair {
+			w.lock = newFairLock(lockRdb, w) // fair_test.go
+		}
 	default:
 		fmt.Fprintln(os.Stderr, "unknown lock kind", cfg.Kind)
 		return 2
