@@ -134,24 +134,32 @@ func (d *Driver) InspectQueue(ctx context.Context, key string) (driver.QueueInfo
 // leasesLeft asks etcd how long each distinct lease of st has left (0 for
 // one gone), all at once.
 func (d *Driver) leasesLeft(ctx context.Context, st queueState) (map[clientv3.LeaseID]time.Duration, error) {
-	left := make(map[clientv3.LeaseID]time.Duration)
-	var ids []clientv3.LeaseID
-	add := func(id int64) {
-		if _, ok := left[clientv3.LeaseID(id)]; !ok {
-			left[clientv3.LeaseID(id)] = 0
-			ids = append(ids, clientv3.LeaseID(id))
-		}
-	}
+	var ids []int64
 	if st.lock != nil {
-		add(st.lock.Lease)
+		ids = append(ids, st.lock.Lease)
 	}
 	for _, q := range append(append([]queued(nil), st.holders...), st.waiters...) {
-		add(q.kv.Lease)
+		ids = append(ids, q.kv.Lease)
+	}
+	return d.leaseTTLs(ctx, ids)
+}
+
+// leaseTTLs asks etcd, one concurrent TimeToLive per distinct lease, how
+// long each of ids has left: whole seconds rounded down, so a lease in its
+// last second counts as 1 ms; 0 for a lease that is gone.
+func (d *Driver) leaseTTLs(ctx context.Context, ids []int64) (map[clientv3.LeaseID]time.Duration, error) {
+	left := make(map[clientv3.LeaseID]time.Duration, len(ids))
+	var distinct []clientv3.LeaseID
+	for _, id := range ids {
+		if _, ok := left[clientv3.LeaseID(id)]; !ok {
+			left[clientv3.LeaseID(id)] = 0
+			distinct = append(distinct, clientv3.LeaseID(id))
+		}
 	}
 	var mu sync.Mutex
 	var firstErr error
 	var wg sync.WaitGroup
-	for _, id := range ids {
+	for _, id := range distinct {
 		wg.Go(func() {
 			resp, err := d.cli.TimeToLive(ctx, id)
 			mu.Lock()
@@ -160,7 +168,7 @@ func (d *Driver) leasesLeft(ctx context.Context, st queueState) (map[clientv3.Le
 				firstErr = err
 				return
 			}
-			if resp.TTL >= 0 { // whole seconds, rounded down: a lease in its last second has some left
+			if resp.TTL >= 0 {
 				left[id] = max(time.Duration(resp.TTL)*time.Second, time.Millisecond)
 			}
 		})

@@ -3,8 +3,6 @@ package etcddriver
 import (
 	"context"
 	"fmt"
-	"sync"
-	"time"
 
 	"github.com/dlockio/dlock/driver"
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -70,38 +68,13 @@ func (d *Driver) List(ctx context.Context, prefix string) ([]driver.LockInfo, er
 // infos turns lock keys into LockInfos, asking etcd once per distinct
 // lease how long it has left. Keys whose lease is gone are left out.
 func (d *Driver) infos(ctx context.Context, kvs []*mvccpb.KeyValue) ([]driver.LockInfo, error) {
-	left := make(map[clientv3.LeaseID]time.Duration)
-	var ids []clientv3.LeaseID
-	for _, kv := range kvs {
-		id := clientv3.LeaseID(kv.Lease)
-		if _, ok := left[id]; !ok {
-			left[id] = 0
-			ids = append(ids, id)
-		}
+	ids := make([]int64, len(kvs))
+	for i, kv := range kvs {
+		ids[i] = kv.Lease
 	}
-	var mu sync.Mutex
-	var firstErr error
-	var wg sync.WaitGroup
-	for _, id := range ids {
-		wg.Go(func() {
-			resp, err := d.cli.TimeToLive(ctx, id)
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				firstErr = err
-				return
-			}
-			// Whole seconds, rounded down; a lease in its last second
-			// still has some time left.
-			left[id] = max(time.Duration(resp.TTL)*time.Second, time.Millisecond)
-			if resp.TTL < 0 { // expired meanwhile
-				left[id] = 0
-			}
-		})
-	}
-	wg.Wait()
-	if firstErr != nil {
-		return nil, firstErr
+	left, err := d.leaseTTLs(ctx, ids)
+	if err != nil {
+		return nil, err
 	}
 	out := make([]driver.LockInfo, 0, len(kvs))
 	for _, kv := range kvs {
