@@ -76,6 +76,7 @@ func allPeers() []peer {
 func diagnosticPeers() []peer {
 	return []peer{
 		{name: "dlock-trace", waits: "as dlock; the driver is wrapped to time each handoff step", newWorker: newTracedDlockWorker},
+		{name: "raw-fifo", waits: "FIFO list in Redis: the release pops the head and publishes to it (a floor, not a usable lock)", newWorker: newRawFIFOWorker},
 		{name: "dlock-shared", waits: "as dlock, but all workers share one Client: waiters queue in-process and a release wakes one", newWorker: newSharedDlockWorker},
 	}
 }

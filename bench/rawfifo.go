@@ -1,0 +1,102 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// The raw-fifo peer is the least a FIFO lock with direct hand-off can cost
+// over Redis with go-redis: a list of waiting tokens, a release script that
+// pops the head, makes it the holder and publishes to that worker's own
+// channel, and a worker that reads its pub/sub connection itself, with no
+// goroutine in between. It keeps no waiter expiry, no fencing token and no
+// renewal, so it is not a usable lock: it bounds what any FIFO hand-off
+// built this way can reach on the machine, for comparison with dlock-fifo
+// and with the polling peers. Run only when named in -peers.
+
+// rawFIFOLock takes the lock if it is free and nobody waits, else queues
+// the token. KEYS[1] lock, KEYS[2] queue; ARGV[1] token, ARGV[2] ttl ms.
+var rawFIFOLock = redis.NewScript(`
+if redis.call('LLEN', KEYS[2]) == 0 and redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  return 1
+end
+redis.call('RPUSH', KEYS[2], ARGV[1])
+return 0`)
+
+// rawFIFOUnlock releases the lock if ARGV[1] holds it and hands it to the
+// head of the queue ("<worker>:<n>"), published on ARGV[3] .. "<worker>".
+var rawFIFOUnlock = redis.NewScript(`
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+  return 0
+end
+local head = redis.call('LPOP', KEYS[2])
+if head then
+  redis.call('SET', KEYS[1], head, 'PX', ARGV[2])
+  redis.call('PUBLISH', ARGV[3] .. string.match(head, '^[^:]+'), head)
+else
+  redis.call('DEL', KEYS[1])
+end
+return 1`)
+
+type rawFIFOWorker struct {
+	rdb   *redis.Client
+	ps    *redis.PubSub
+	e     env
+	token string
+	n     atomic.Int64 // acquisitions, for a fresh token per acquisition
+}
+
+const rawFIFOInbox = "bench:raw-fifo:inbox:"
+
+func newRawFIFOWorker(e env) (worker, error) {
+	w := &rawFIFOWorker{rdb: newRedisClient(e.redisAddr), e: e, token: randomToken()}
+	w.ps = w.rdb.Subscribe(context.Background(), rawFIFOInbox+w.token)
+	if _, err := w.ps.Receive(context.Background()); err != nil { // the subscription's confirmation
+		w.close()
+		return nil, err
+	}
+	return w, nil
+}
+
+func (w *rawFIFOWorker) lock(ctx context.Context, key string) (unlockFunc, error) {
+	token := fmt.Sprintf("%s:%d", w.token, w.n.Add(1))
+	keys := []string{key, key + ":q"}
+	ms := w.e.ttl.Milliseconds()
+	got, err := rawFIFOLock.Run(ctx, w.rdb, keys, token, ms).Int()
+	if err != nil {
+		return nil, err
+	}
+	if got != 1 {
+		for {
+			m, err := w.ps.ReceiveMessage(ctx)
+			if err != nil {
+				if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+					return nil, context.DeadlineExceeded // the read timed out at the round's end
+				}
+				return nil, err
+			}
+			if m.Payload == token { // else a grant of an abandoned wait
+				break
+			}
+		}
+	}
+	return func(ctx context.Context) error {
+		n, err := rawFIFOUnlock.Run(ctx, w.rdb, keys, token, ms, rawFIFOInbox).Int()
+		if err == nil && n != 1 {
+			err = errors.New("raw-fifo: lock not held at release")
+		}
+		return err
+	}, nil
+}
+
+func (w *rawFIFOWorker) close() {
+	if w.ps != nil {
+		_ = w.ps.Close()
+	}
+	_ = w.rdb.Close()
+}
