@@ -12,8 +12,8 @@ import (
 // No key outlives the leases it describes: after full cycles of every
 // queued mode on a fresh server — fair exclusive, shared, permits, with
 // waiters that are served, waiters that give up, and holders that die and
-// expire — every key left has an expiry, and none a longer one than the
-// longest lease's TTL.
+// expire — every key left has an expiry, and none a longer one than 1.25
+// times the longest lease's TTL (the queue keys' margin, queue_lib.lua).
 func TestRedisQueueKeysExpireWithTheirLeases(t *testing.T) {
 	const ttl, deadTTL = 2 * time.Second, 400 * time.Millisecond // ttl: the longest lease
 	srv := redistest.Start(t)
@@ -109,13 +109,13 @@ func TestRedisQueueKeysExpireWithTheirLeases(t *testing.T) {
 			t.Fatal(err)
 		case pttl == -1:
 			t.Errorf("key %q has no expiry", k)
-		case pttl > ttl:
-			t.Errorf("key %q expires in %v, after the longest lease (TTL %v)", k, pttl, ttl)
+		case pttl > ttl+ttl/4:
+			t.Errorf("key %q expires in %v, more than 1.25 × the longest lease's TTL (%v)", k, pttl, ttl)
 		}
 	}
 	t.Logf("keys left: %v", keys)
 	// And they do expire: once the longest lease is over, nothing is left.
-	deadline := time.Now().Add(ttl + time.Second)
+	deadline := time.Now().Add(ttl + ttl/4 + time.Second)
 	for len(keys) > 0 && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 		if keys, err = admin.Keys(ctx, "*").Result(); err != nil {
@@ -123,6 +123,6 @@ func TestRedisQueueKeysExpireWithTheirLeases(t *testing.T) {
 		}
 	}
 	if len(keys) > 0 {
-		t.Errorf("keys left one TTL after the last lease: %v", keys)
+		t.Errorf("keys left 1.25 TTL after the last lease: %v", keys)
 	}
 }

@@ -313,15 +313,16 @@ const fairTableHeader = "| Scenario | Fault injected | Stale writes accepted | O
 	"Acquisitions | Kill to next acquisition | Leaked keys |\n" +
 	"|---|---|---|---|---|---|---|---|---|---|\n"
 
-// keysLeft waits until the lock store is empty, for at most the longest
-// lease (one TTL) plus a margin after the run, and returns the keys still
-// there. Every worker has finished or been killed: nothing may outlive
-// its last lease, so any key left, with or without an expiry, is a leak.
+// keysLeft waits until the lock store is empty, for at most 1.25 times the
+// longest lease's TTL (the queue keys outlive their last lease by at most
+// that, queue_lib.lua) plus a margin after the run, and returns the keys
+// still there. Every worker has finished or been killed, so any key left,
+// with or without an expiry, is a leak.
 func (r *run) keysLeft(ttl time.Duration) []string {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second+ttl)
 	defer cancel()
 	rdb := redistest.NewClient(r.t, r.store.Addr())
-	deadline := time.Now().Add(ttl + 100*time.Millisecond)
+	deadline := time.Now().Add(ttl + ttl/4 + 100*time.Millisecond)
 	for {
 		keys, err := rdb.Keys(ctx, "*").Result()
 		if err != nil {

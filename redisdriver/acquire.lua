@@ -29,8 +29,8 @@ end
 -- made grantable, which may be the lock itself.
 if queued then
   local Q = queue_lib()
-  local K = Q.keys(KEYS[1])
-  local now, t = Q.now_ms()
+  local K = q_keys(KEYS[1])
+  local now, t = q_now_ms()
   if Q.settle(K, now, t) or redis.call('EXISTS', KEYS[1]) == 1 then
     if ARGV[4] ~= '1' then
       return __TTL_UNKNOWN__

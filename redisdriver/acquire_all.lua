@@ -24,9 +24,8 @@ for i = 1, n do
   local v = vals[2 * i - 1]
   local byQueue = false
   if not v and vals[2 * n + i] then
-    local Q = queue_lib()
-    local now, t = Q.now_ms()
-    byQueue = Q.settle(Q.keys(KEYS[2 * i - 1]), now, t) or redis.call('EXISTS', KEYS[2 * i - 1]) == 1
+    local now, t = q_now_ms()
+    byQueue = queue_lib().settle(q_keys(KEYS[2 * i - 1]), now, t) or redis.call('EXISTS', KEYS[2 * i - 1]) == 1
   end
   if byQueue or (v and not owns(v, ARGV[3 * i - 1])) then
     -- Busy. Locks of ours are an earlier try of this same request whose

@@ -31,12 +31,28 @@ if not queued then
 end
 
 local id, ttl, mode, limit = string.sub(idp, 1, -2), tonumber(ARGV[2]), ARGV[3], ARGV[4]
-local Q = queue_lib()
-local q_keys, now_ms, q_settle, q_fits, q_hold = Q.keys, Q.now_ms, Q.settle, Q.fits, Q.hold
-local q_grant_exclusive, epoch_token, q_touch, q_retry_after = Q.grant_exclusive, Q.epoch_token, Q.touch, Q.retry_after
-local MODE_EXCL = Q.EXCL
 local K = q_keys(KEYS[1])
-local now, t = now_ms()
+local now, t = q_now_ms()
+local rec_new = 'W' .. mode .. SEP .. limit .. SEP .. ARGV[6] .. ARGV[7]
+if queued and v then
+  -- Held exclusively by another: nothing is grantable before that holder
+  -- leaves, so the queue needs no settling (its expired entries go at the
+  -- next call that grants), and a new waiter just joins. The head waits
+  -- for that holder's expiry.
+  if ARGV[5] ~= '1' then
+    return redis.call('PTTL', K.lock)
+  end
+  local rec, x = unpack(redis.call('HMGET', K.d, id, '#x'))
+  if not rec then
+    if q_join(K, id, rec_new, now, ttl, x) then
+      return 'Q' .. redis.call('PTTL', K.lock)
+    end
+    return 'Q__TTL_UNKNOWN__'
+  end
+end
+
+local Q = queue_lib()
+local q_settle, q_fits, q_hold, epoch_token, q_retry_after = Q.settle, Q.fits, Q.hold, Q.epoch_token, Q.retry_after
 if queued then
   q_settle(K, now, t)
   -- Settling may just have granted this very waiter the exclusive lock.
@@ -50,7 +66,7 @@ local exp = now + ttl
 local rec = redis.call('HGET', K.d, id)
 if rec then
   redis.call('ZADD', K.e, exp, id)
-  q_touch(K)
+  q_extend(K, exp, ttl)
   if string.sub(rec, 1, 1) == 'H' then
     local a = string.find(rec, SEP, 1, true)
     local b = string.find(rec, SEP, a + 1, true)
@@ -64,22 +80,17 @@ end
 
 if redis.call('ZCARD', K.w) == 0 and q_fits(K, mode, limit) then
   if mode == MODE_EXCL then
-    return q_grant_exclusive(K, id, ARGV[7], exp, t)
+    return q_grant_exclusive(K, id, ARGV[7], exp, t, last)
   end
   local tok = epoch_token(K.last, t)
   q_hold(K, id, mode, tok, ARGV[7], exp)
-  q_touch(K)
+  q_extend(K, exp, ttl)
   return tok
 end
 if ARGV[5] ~= '1' then
   return q_retry_after(K, now)
 end
-local seq = redis.call('HINCRBY', K.d, '#s', 1)
-redis.call('ZADD', K.w, seq, id)
-redis.call('HSET', K.d, id, 'W' .. mode .. SEP .. limit .. SEP .. ARGV[6] .. ARGV[7])
-redis.call('ZADD', K.e, exp, id)
-q_touch(K)
-if redis.call('ZCARD', K.w) == 1 then
+if q_join(K, id, rec_new, now, ttl) then
   return 'Q' .. q_retry_after(K, now)
 end
 return 'Q__TTL_UNKNOWN__'

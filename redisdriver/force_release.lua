@@ -13,9 +13,8 @@ local tok = token_of(v, KEYS[1])
 redis.call('RENAME', KEYS[1], KEYS[2])
 redis.call('SET', KEYS[2], string.sub(v, (string.find(v, SEP, 1, true))), 'KEEPTTL')
 if redis.call('EXISTS', KEYS[1] .. ':q') == 1 then
-  local Q = queue_lib()
-  local now, t = Q.now_ms()
-  Q.settle(Q.keys(KEYS[1]), now, t)
+  local now, t = q_now_ms()
+  queue_lib().settle(q_keys(KEYS[1]), now, t)
 end
 redis.call('PUBLISH', KEYS[1] .. CHANNEL_SUFFIX, '')
 return tok

@@ -4,11 +4,9 @@
 -- Returns { lock value or false, its PTTL, now ms, waiter ids in order,
 -- { member, expiry ms, ... } of P{N}:e, { field, value, ... } of P{N}:d }.
 local Q = queue_lib()
-local q_keys, now_ms, q_settle, q_fits, q_hold = Q.keys, Q.now_ms, Q.settle, Q.fits, Q.hold
-local q_grant_exclusive, epoch_token, q_touch, q_retry_after = Q.grant_exclusive, Q.epoch_token, Q.touch, Q.retry_after
-local MODE_EXCL = Q.EXCL
+local q_settle = Q.settle
 local K = q_keys(KEYS[1])
-local now, t = now_ms()
+local now, t = q_now_ms()
 q_settle(K, now, t)
 return {
   redis.call('GET', K.lock),

@@ -15,29 +15,148 @@
 --   P{N}:q    a string that exists while the others do: Acquire and
 --             Release read it with the lock key in one MGET, so the plain
 --             lock pays no extra call for the queue
+--             '#x' the queue keys' expiry in server ms (see q_extend)
 -- The queue keys are derived from the lock key inside the scripts: they
 -- share its hash tag, hence its slot, which is all Cluster requires of the
--- keys a script touches. They are given the latest expiry in P{N}:e
--- whenever a lease is added or extended, and deleted when it empties, so
--- they outlive their last lease by at most one TTL.
+-- keys a script touches. They expire after every lease they hold (see
+-- q_extend) and are deleted when the last one goes.
 --
--- Everything is defined inside queue_lib(), which a script calls only when
--- it needs the queue: defining a dozen functions costs Redis about a
--- microsecond per script call, which the plain lock's scripts (acquire,
--- release) do not pay on a name without a queue.
+-- Every redis.call costs Redis about a microsecond besides the command, so
+-- the two steps of a contended fair lock, a waiter joining a held name
+-- (q_join) and a release handing the name to a live exclusive head
+-- (q_handoff), take a short path of their own, defined here at the top.
+-- Everything else is defined inside queue_lib(), which a script calls
+-- only when it needs the whole queue: defining a dozen functions costs
+-- Redis about a microsecond per call, which the plain lock's scripts do
+-- not pay on a name without a queue.
+
+local MODE_EXCL = '1'
+
+local function q_keys(lock)
+  return { lock = lock, last = lock .. ':last', w = lock .. ':w', e = lock .. ':e', d = lock .. ':d', q = lock .. ':q' }
+end
+
+-- q_now_ms is the server clock in whole milliseconds, rounded down, so an
+-- expiry computed from it is at most 1 ms early (ExpiryMargin covers it),
+-- and the TIME reply itself.
+local function q_now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000), t
+end
+
+-- q_extend makes the queue keys outlive a lease that expires at exp (ms)
+-- and returns their expiry. x is their current expiry ('#x'), or nil to
+-- read it. Extending them to exactly the latest lease's expiry would cost
+-- four calls on every join and renewal; they are extended by a quarter of
+-- the lease's TTL beyond it instead, so that most calls find them already
+-- long enough. So the keys never vanish under a live lease, and outlive
+-- the last by at most 1.25 TTL. A key Redis deleted when it emptied (:w
+-- when its last waiter left) is re-created without expiry: q_join gives it
+-- '#x'. (:e holds a release record until each lease would have expired,
+-- and the scripts delete every key when :e empties; :d keeps its counters.)
+local function q_extend(K, exp, ttl, x)
+  x = tonumber(x or redis.call('HGET', K.d, '#x') or '0')
+  if exp <= x then
+    return x
+  end
+  x = exp + math.floor(ttl / 4)
+  redis.call('PEXPIREAT', K.w, x)
+  redis.call('PEXPIREAT', K.e, x)
+  redis.call('HSET', K.d, '#x', x)
+  redis.call('PEXPIREAT', K.d, x)
+  redis.call('SET', K.q, '1', 'PXAT', x)
+  return x
+end
+
+-- q_join queues waiter id behind the others until now + ttl; x is '#x' as
+-- read (or nil). rec is the waiter's record. It returns whether the waiter
+-- is now the head.
+local function q_join(K, id, rec, now, ttl, x)
+  local exp = now + ttl
+  local seq = redis.call('HINCRBY', K.d, '#s', 1)
+  redis.call('ZADD', K.w, seq, id)
+  redis.call('HSET', K.d, id, rec)
+  redis.call('ZADD', K.e, exp, id)
+  x = q_extend(K, exp, ttl, x)
+  if redis.call('ZCARD', K.w) == 1 then
+    redis.call('PEXPIREAT', K.w, x) -- it was empty, so it is new
+    return true
+  end
+  return false
+end
+
+-- q_grant_exclusive makes id the exclusive holder until exp (absolute ms)
+-- and returns its token. last is the last released lock's value, or nil
+-- to read it.
+local function q_grant_exclusive(K, id, rest, exp, t, last)
+  local tok = next_token(t, last or redis.call('GET', K.last), K.last)
+  redis.call('SET', K.lock, id .. SEP .. tok .. rest, 'PXAT', exp)
+  return tok
+end
+
+-- q_announce publishes a grant on the waiter's inbox channel:
+-- "<id>" SEP "<token>" SEP "<name>".
+local function q_announce(K, inbox, id, tok)
+  local open = string.find(K.lock, '{', 1, true)
+  local prefix = string.sub(K.lock, 1, open - 1)
+  local name = string.sub(K.lock, open + 1, -2)
+  redis.call('PUBLISH', prefix .. '__INBOX_INFIX__' .. inbox, id .. SEP .. tok .. SEP .. name)
+end
+
+-- q_waiter splits a waiter's record into its mode, limit, inbox and the
+-- rest of a lock value (SEP "<since>" SEP "<owner>").
+local function q_waiter(rec)
+  local a = string.find(rec, SEP, 1, true)
+  local b = string.find(rec, SEP, a + 1, true)
+  local c = string.find(rec, SEP, b + 1, true)
+  return string.sub(rec, 2, a - 1), string.sub(rec, a + 1, b - 1), string.sub(rec, b + 1, c - 1), string.sub(rec, c)
+end
+
+-- q_grant_head makes the head of the queue, exclusive waiter id, the
+-- holder until exp, the expiry of its place, and returns its token; rest
+-- is from its record, last as for q_grant_exclusive. The grant keeps the
+-- place's expiry: the waiter computed its validity deadline from the send
+-- time of the request (enqueue or renewal) that set that expiry, so the
+-- lease cannot expire here before the deadline the waiter then believes in.
+local function q_grant_head(K, id, rest, exp, t, last)
+  redis.call('ZREM', K.w, id)
+  local tok = q_grant_exclusive(K, id, rest, exp, t, last)
+  redis.call('HDEL', K.d, id)
+  redis.call('ZREM', K.e, id)
+  return tok
+end
+
+-- q_handoff hands a name whose exclusive holder just left (its value,
+-- last, now on K.last) to the head of the queue, when that head is a live
+-- exclusive waiter: the fair lock's hand-off, in a few calls. With no
+-- exclusive holder left there is no shared or permit holder either, so the
+-- head fits. It returns false, having changed nothing, in every other case
+-- (an empty queue, an expired head, another mode), which q_settle decides.
+local function q_handoff(K, now, t, last)
+  local head = redis.call('ZRANGE', K.w, 0, 0)[1]
+  if not head then
+    return false
+  end
+  local rec = redis.call('HGET', K.d, head)
+  if not rec or string.sub(rec, 2, 2) ~= MODE_EXCL then
+    return false
+  end
+  local exp = redis.call('ZSCORE', K.e, head)
+  if not exp or tonumber(exp) <= now then
+    return false
+  end
+  local _, _, inbox, rest = q_waiter(rec)
+  q_announce(K, inbox, head, q_grant_head(K, head, rest, exp, t, last))
+  if redis.call('ZCARD', K.e) == 0 then
+    -- The head was the last lease: nothing would give a re-created :e
+    -- an expiry.
+    redis.call('DEL', K.w, K.e, K.d, K.q)
+  end
+  return true
+end
+
 local function queue_lib()
-  local MODE_EXCL, MODE_SHARED, MODE_PERMIT = '1', '2', '3'
-
-  local function q_keys(lock)
-    return { lock = lock, last = lock .. ':last', w = lock .. ':w', e = lock .. ':e', d = lock .. ':d', q = lock .. ':q' }
-  end
-
-  -- now_ms is the server clock in whole milliseconds, rounded down, so an
-  -- expiry computed from it is at most 1 ms early (ExpiryMargin covers it).
-  local function now_ms()
-    local t = redis.call('TIME')
-    return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000), t
-  end
+  local MODE_SHARED = '2'
 
   -- epoch_token is a shared or permit holder's token: at least every
   -- exclusive token issued for the name before (the last released one is on
@@ -80,45 +199,13 @@ local function queue_lib()
     redis.call('ZADD', K.e, exp, id)
   end
 
-  -- q_grant_exclusive makes id the exclusive holder until exp (absolute ms).
-  local function q_grant_exclusive(K, id, rest, exp, t)
-    local tok = next_token(t, redis.call('GET', K.last), K.last)
-    redis.call('SET', K.lock, id .. SEP .. tok .. rest, 'PXAT', exp)
-    return tok
-  end
-
-  -- q_announce publishes a grant on the waiter's inbox channel:
-  -- "<id>" SEP "<token>" SEP "<name>".
-  local function q_announce(K, inbox, id, tok)
-    local open = string.find(K.lock, '{', 1, true)
-    local prefix = string.sub(K.lock, 1, open - 1)
-    local name = string.sub(K.lock, open + 1, -2)
-    redis.call('PUBLISH', prefix .. '__INBOX_INFIX__' .. inbox, id .. SEP .. tok .. SEP .. name)
-  end
-
-  -- q_touch gives the queue keys the latest expiry of their leases, or
-  -- deletes them when none is left. Exactly that expiry: Redis keeps a key
-  -- through the millisecond of its expiry, and q_settle drops a lease at
-  -- it, so the keys never vanish under a live lease nor outlive the last.
-  local function q_touch(K)
-    local top = redis.call('ZRANGE', K.e, -1, -1, 'WITHSCORES')
-    if #top == 0 then
-      redis.call('DEL', K.w, K.e, K.d, K.q)
-      return
-    end
-    local at = top[2]
-    redis.call('PEXPIREAT', K.w, at)
-    redis.call('PEXPIREAT', K.e, at)
-    redis.call('PEXPIREAT', K.d, at)
-    redis.call('SET', K.q, '1', 'PXAT', at)
-  end
-
   -- q_settle drops expired queued leases and grants, in arrival order, to
   -- the waiters at the head that now fit; the first that does not fit stops
   -- the grants behind it. It returns whether the name has queued leases
-  -- left. Every script that looks at a name's queue calls it first: Redis
-  -- has no expiry hook, so an expiry grants at the next call that touches
-  -- the name (a waiter's renewal, or its poke at RetryAfter).
+  -- left. Every script that may grant calls it first (or q_handoff, which
+  -- decides only what needs no settling): Redis has no expiry hook, so an
+  -- expiry grants at the next call that touches the name (a waiter's
+  -- renewal, or its poke at RetryAfter).
   local function q_settle(K, now, t)
     if redis.call('EXISTS', K.d) == 0 then
       return false
@@ -142,28 +229,16 @@ local function queue_lib()
         break
       end
       local rec = redis.call('HGET', K.d, head)
-      local a = string.find(rec, SEP, 1, true)
-      local b = string.find(rec, SEP, a + 1, true)
-      local c = string.find(rec, SEP, b + 1, true)
-      local mode = string.sub(rec, 2, a - 1)
-      local limit = string.sub(rec, a + 1, b - 1)
+      local mode, limit, inbox, rest = q_waiter(rec)
       if not q_fits(K, mode, limit) then
         break
       end
-      local inbox = string.sub(rec, b + 1, c - 1)
-      local rest = string.sub(rec, c)
-      -- The grant keeps the waiter place's expiry: the waiter computed its
-      -- validity deadline from the send time of the request (enqueue or
-      -- renewal) that set that expiry, so the lease cannot expire here
-      -- before the deadline the waiter then believes in.
       local exp = redis.call('ZSCORE', K.e, head)
-      redis.call('ZREM', K.w, head)
       local tok
       if mode == MODE_EXCL then
-        tok = q_grant_exclusive(K, head, rest, exp, t)
-        redis.call('HDEL', K.d, head)
-        redis.call('ZREM', K.e, head)
+        tok = q_grant_head(K, head, rest, exp, t)
       else
+        redis.call('ZREM', K.w, head)
         tok = epoch_token(K.last, t)
         redis.call('HSET', K.d, head, 'H' .. mode .. SEP .. tok .. rest, '#m', mode)
         redis.call('HINCRBY', K.d, '#h', 1)
@@ -174,9 +249,8 @@ local function queue_lib()
       redis.call('DEL', K.w, K.e, K.d, K.q)
       return false
     end
-    -- No q_touch: pruning and granting never make a lease expire later,
-    -- so the keys' expiry (the latest lease's when last extended) still
-    -- covers every lease left; at worst they outlive them by a TTL.
+    -- Pruning and granting never make a lease expire later, so the keys'
+    -- expiry still covers every lease left.
     -- Release records alone ("r:<id>") do not make the name busy.
     return tonumber(redis.call('HGET', K.d, '#h') or '0') > 0 or redis.call('ZCARD', K.w) > 0
   end
@@ -209,8 +283,6 @@ local function queue_lib()
   end
 
   return {
-    keys = q_keys, now_ms = now_ms, settle = q_settle, fits = q_fits, hold = q_hold,
-    grant_exclusive = q_grant_exclusive, epoch_token = epoch_token, touch = q_touch,
-    retry_after = q_retry_after, EXCL = MODE_EXCL,
+    settle = q_settle, fits = q_fits, hold = q_hold, epoch_token = epoch_token, retry_after = q_retry_after,
   }
 end

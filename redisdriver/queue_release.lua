@@ -7,10 +7,8 @@
 -- NOT_HELD. A name left entirely free is published on its release
 -- channel, for plain Lock's waiters.
 local Q = queue_lib()
-local q_keys, now_ms, q_settle, q_fits, q_hold = Q.keys, Q.now_ms, Q.settle, Q.fits, Q.hold
-local q_grant_exclusive, epoch_token, q_touch, q_retry_after = Q.grant_exclusive, Q.epoch_token, Q.touch, Q.retry_after
-local MODE_EXCL = Q.EXCL
-local now, t = now_ms()
+local q_settle = Q.settle
+local now, t = q_now_ms()
 local res = {}
 for i = 1, #KEYS do
   local K = q_keys(KEYS[i])
@@ -26,7 +24,7 @@ for i = 1, #KEYS do
     -- Remembered until the lease would have expired, for a retry. The
     -- record goes in before the lease comes out: removing the last member
     -- first would delete the key, and re-creating it would leave it without
-    -- an expiry (no q_touch follows). This way each key keeps the expiry
+    -- an expiry (no q_extend follows). This way each key keeps the expiry
     -- it has, which covers the record (its expiry is the lease's).
     local exp = redis.call('ZSCORE', K.e, id)
     redis.call('HSET', K.d, 'r:' .. id, '')
@@ -47,7 +45,7 @@ for i = 1, #KEYS do
     if not q_settle(K, now, t) and redis.call('EXISTS', K.lock) == 0 then
       redis.call('PUBLISH', K.lock .. CHANNEL_SUFFIX, '')
     end
-    -- No q_touch: a release makes no lease expire later (see q_settle).
+    -- No q_extend: a release makes no lease expire later.
   end
 end
 return table.concat(res)

@@ -5,10 +5,8 @@
 -- Returns a string of one digit per lease: EXTENDED, or LOST when the
 -- lease is not there any more (for a waiter: granted, or dropped).
 local Q = queue_lib()
-local q_keys, now_ms, q_settle, q_fits, q_hold = Q.keys, Q.now_ms, Q.settle, Q.fits, Q.hold
-local q_grant_exclusive, epoch_token, q_touch, q_retry_after = Q.grant_exclusive, Q.epoch_token, Q.touch, Q.retry_after
-local MODE_EXCL = Q.EXCL
-local now, t = now_ms()
+local q_settle = Q.settle
+local now, t = q_now_ms()
 local held = {}
 for i = 1, #KEYS do
   local K = q_keys(KEYS[i])
@@ -18,8 +16,9 @@ for i = 1, #KEYS do
   q_settle(K, now, t)
   local rec = redis.call('HGET', K.d, id)
   if rec and string.sub(rec, 1, #what) == what then
-    redis.call('ZADD', K.e, now + tonumber(ARGV[3 * i - 1]), id)
-    q_touch(K)
+    local ttl = tonumber(ARGV[3 * i - 1])
+    redis.call('ZADD', K.e, now + ttl, id)
+    q_extend(K, now + ttl, ttl)
     held[i] = '__EXTENDED__'
   else
     held[i] = '__LOST__'

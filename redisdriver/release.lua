@@ -18,9 +18,11 @@ for i = 1, #KEYS / 2 do
     redis.call('RENAME', lock, last)
     if queued then
       -- Fair waiters: hand the lock to the head in this same step.
-      local Q = queue_lib()
-      local now, t = Q.now_ms()
-      Q.settle(Q.keys(lock), now, t)
+      local K = q_keys(lock)
+      local now, t = q_now_ms()
+      if not q_handoff(K, now, t, v) then
+        queue_lib().settle(K, now, t)
+      end
     end
     if ARGV[1] == '1' then
       redis.call('PUBLISH', lock .. CHANNEL_SUFFIX, '')
