@@ -31,8 +31,10 @@ if not queued then
 end
 
 local id, ttl, mode, limit = string.sub(idp, 1, -2), tonumber(ARGV[2]), ARGV[3], ARGV[4]
-local K = q_keys(KEYS[1])
-local now, t = q_now_ms()
+local H = queue_hot()
+local q_join, q_extend, q_grant_exclusive, MODE_EXCL = H.join, H.extend, H.grant_exclusive, H.EXCL
+local K = H.keys(KEYS[1])
+local now, t = H.now_ms()
 local rec_new = 'W' .. mode .. SEP .. limit .. SEP .. ARGV[6] .. ARGV[7]
 if queued and v then
   -- Held exclusively by another: nothing is grantable before that holder
@@ -51,7 +53,7 @@ if queued and v then
   end
 end
 
-local Q = queue_lib()
+local Q = queue_lib(H)
 local q_settle, q_fits, q_hold, epoch_token, q_retry_after = Q.settle, Q.fits, Q.hold, Q.epoch_token, Q.retry_after
 if queued then
   q_settle(K, now, t)

@@ -13,8 +13,9 @@ local tok = token_of(v, KEYS[1])
 redis.call('RENAME', KEYS[1], KEYS[2])
 redis.call('SET', KEYS[2], string.sub(v, (string.find(v, SEP, 1, true))), 'KEEPTTL')
 if redis.call('EXISTS', KEYS[1] .. ':q') == 1 then
-  local now, t = q_now_ms()
-  queue_lib().settle(q_keys(KEYS[1]), now, t)
+  local H = queue_hot()
+  local now, t = H.now_ms()
+  queue_lib(H).settle(H.keys(KEYS[1]), now, t)
 end
 redis.call('PUBLISH', KEYS[1] .. CHANNEL_SUFFIX, '')
 return tok

@@ -3,8 +3,9 @@
 -- KEYS[1] lock
 -- Returns { lock value or false, its PTTL, now ms, waiter ids in order,
 -- { member, expiry ms, ... } of P{N}:e, { field, value, ... } of P{N}:d }.
-local Q = queue_lib()
-local q_settle = Q.settle
+local H = queue_hot()
+local q_keys, q_now_ms, q_extend = H.keys, H.now_ms, H.extend
+local q_settle = queue_lib(H).settle
 local K = q_keys(KEYS[1])
 local now, t = q_now_ms()
 q_settle(K, now, t)

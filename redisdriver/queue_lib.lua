@@ -24,139 +24,152 @@
 -- Every redis.call costs Redis about a microsecond besides the command, so
 -- the two steps of a contended fair lock, a waiter joining a held name
 -- (q_join) and a release handing the name to a live exclusive head
--- (q_handoff), take a short path of their own, defined here at the top.
--- Everything else is defined inside queue_lib(), which a script calls
--- only when it needs the whole queue: defining a dozen functions costs
--- Redis about a microsecond per call, which the plain lock's scripts do
--- not pay on a name without a queue.
+-- (q_handoff), take a short path of their own, in queue_hot(). Everything
+-- else is in queue_lib(). A script calls each only when it needs it:
+-- defining a function costs Redis about 0.2 µs per call, which the plain
+-- lock's scripts do not pay on a name without a queue.
 
-local MODE_EXCL = '1'
+-- queue_hot returns the functions of the short paths and those the rest
+-- of the queue shares with them.
+local function queue_hot()
+  local MODE_EXCL = '1'
 
-local function q_keys(lock)
-  return { lock = lock, last = lock .. ':last', w = lock .. ':w', e = lock .. ':e', d = lock .. ':d', q = lock .. ':q' }
-end
+  local function q_keys(lock)
+    return { lock = lock, last = lock .. ':last', w = lock .. ':w', e = lock .. ':e', d = lock .. ':d', q = lock .. ':q' }
+  end
 
--- q_now_ms is the server clock in whole milliseconds, rounded down, so an
--- expiry computed from it is at most 1 ms early (ExpiryMargin covers it),
--- and the TIME reply itself.
-local function q_now_ms()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000), t
-end
+  -- q_now_ms is the server clock in whole milliseconds, rounded down, so an
+  -- expiry computed from it is at most 1 ms early (ExpiryMargin covers it),
+  -- and the TIME reply itself.
+  local function q_now_ms()
+    local t = redis.call('TIME')
+    return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000), t
+  end
 
--- q_extend makes the queue keys outlive a lease that expires at exp (ms)
--- and returns their expiry. x is their current expiry ('#x'), or nil to
--- read it. Extending them to exactly the latest lease's expiry would cost
--- four calls on every join and renewal; they are extended by a quarter of
--- the lease's TTL beyond it instead, so that most calls find them already
--- long enough. So the keys never vanish under a live lease, and outlive
--- the last by at most 1.25 TTL. A key Redis deleted when it emptied (:w
--- when its last waiter left) is re-created without expiry: q_join gives it
--- '#x'. (:e holds a release record until each lease would have expired,
--- and the scripts delete every key when :e empties; :d keeps its counters.)
-local function q_extend(K, exp, ttl, x)
-  x = tonumber(x or redis.call('HGET', K.d, '#x') or '0')
-  if exp <= x then
+  -- q_extend makes the queue keys outlive a lease that expires at exp (ms)
+  -- and returns their expiry. x is their current expiry ('#x'), or nil to
+  -- read it. Extending them to exactly the latest lease's expiry would cost
+  -- four calls on every join and renewal; they are extended by a quarter of
+  -- the lease's TTL beyond it instead, so that most calls find them already
+  -- long enough. So the keys never vanish under a live lease, and outlive
+  -- the last by at most 1.25 TTL. A key Redis deleted when it emptied (:w
+  -- when its last waiter left) is re-created without expiry: q_join gives it
+  -- '#x'. (:e holds a release record until each lease would have expired,
+  -- and the scripts delete every key when :e empties; :d keeps its counters.)
+  local function q_extend(K, exp, ttl, x)
+    x = tonumber(x or redis.call('HGET', K.d, '#x') or '0')
+    if exp <= x then
+      return x
+    end
+    x = exp + math.floor(ttl / 4)
+    redis.call('PEXPIREAT', K.w, x)
+    redis.call('PEXPIREAT', K.e, x)
+    redis.call('HSET', K.d, '#x', x)
+    redis.call('PEXPIREAT', K.d, x)
+    redis.call('SET', K.q, '1', 'PXAT', x)
     return x
   end
-  x = exp + math.floor(ttl / 4)
-  redis.call('PEXPIREAT', K.w, x)
-  redis.call('PEXPIREAT', K.e, x)
-  redis.call('HSET', K.d, '#x', x)
-  redis.call('PEXPIREAT', K.d, x)
-  redis.call('SET', K.q, '1', 'PXAT', x)
-  return x
-end
 
--- q_join queues waiter id behind the others until now + ttl; x is '#x' as
--- read (or nil). rec is the waiter's record. It returns whether the waiter
--- is now the head.
-local function q_join(K, id, rec, now, ttl, x)
-  local exp = now + ttl
-  local seq = redis.call('HINCRBY', K.d, '#s', 1)
-  redis.call('ZADD', K.w, seq, id)
-  redis.call('HSET', K.d, id, rec)
-  redis.call('ZADD', K.e, exp, id)
-  x = q_extend(K, exp, ttl, x)
-  if redis.call('ZCARD', K.w) == 1 then
-    redis.call('PEXPIREAT', K.w, x) -- it was empty, so it is new
+  -- q_join queues waiter id behind the others until now + ttl; x is '#x' as
+  -- read (or nil). rec is the waiter's record. It returns whether the waiter
+  -- is now the head.
+  local function q_join(K, id, rec, now, ttl, x)
+    local exp = now + ttl
+    local seq = redis.call('HINCRBY', K.d, '#s', 1)
+    redis.call('ZADD', K.w, seq, id)
+    redis.call('HSET', K.d, id, rec)
+    redis.call('ZADD', K.e, exp, id)
+    x = q_extend(K, exp, ttl, x)
+    if redis.call('ZCARD', K.w) == 1 then
+      redis.call('PEXPIREAT', K.w, x) -- it was empty, so it is new
+      return true
+    end
+    return false
+  end
+
+  -- q_grant_exclusive makes id the exclusive holder until exp (absolute ms)
+  -- and returns its token. last is the last released lock's value, or nil
+  -- to read it.
+  local function q_grant_exclusive(K, id, rest, exp, t, last)
+    local tok = next_token(t, last or redis.call('GET', K.last), K.last)
+    redis.call('SET', K.lock, id .. SEP .. tok .. rest, 'PXAT', exp)
+    return tok
+  end
+
+  -- q_announce publishes a grant on the waiter's inbox channel:
+  -- "<id>" SEP "<token>" SEP "<name>".
+  local function q_announce(K, inbox, id, tok)
+    local open = string.find(K.lock, '{', 1, true)
+    local prefix = string.sub(K.lock, 1, open - 1)
+    local name = string.sub(K.lock, open + 1, -2)
+    redis.call('PUBLISH', prefix .. '__INBOX_INFIX__' .. inbox, id .. SEP .. tok .. SEP .. name)
+  end
+
+  -- q_waiter splits a waiter's record into its mode, limit, inbox and the
+  -- rest of a lock value (SEP "<since>" SEP "<owner>").
+  local function q_waiter(rec)
+    local a = string.find(rec, SEP, 1, true)
+    local b = string.find(rec, SEP, a + 1, true)
+    local c = string.find(rec, SEP, b + 1, true)
+    return string.sub(rec, 2, a - 1), string.sub(rec, a + 1, b - 1), string.sub(rec, b + 1, c - 1), string.sub(rec, c)
+  end
+
+  -- q_grant_head makes the head of the queue, exclusive waiter id, the
+  -- holder until exp, the expiry of its place, and returns its token; rest
+  -- is from its record, last as for q_grant_exclusive. The grant keeps the
+  -- place's expiry: the waiter computed its validity deadline from the send
+  -- time of the request (enqueue or renewal) that set that expiry, so the
+  -- lease cannot expire here before the deadline the waiter then believes in.
+  local function q_grant_head(K, id, rest, exp, t, last)
+    redis.call('ZREM', K.w, id)
+    local tok = q_grant_exclusive(K, id, rest, exp, t, last)
+    redis.call('HDEL', K.d, id)
+    redis.call('ZREM', K.e, id)
+    return tok
+  end
+
+  -- q_handoff hands a name whose exclusive holder just left (its value,
+  -- last, now on K.last) to the head of the queue, when that head is a live
+  -- exclusive waiter: the fair lock's hand-off, in a few calls. With no
+  -- exclusive holder left there is no shared or permit holder either, so the
+  -- head fits. It returns false, having changed nothing, in every other case
+  -- (an empty queue, an expired head, another mode), which q_settle decides.
+  local function q_handoff(K, now, t, last)
+    local heads = redis.call('ZRANGE', K.w, 0, 1) -- the second: see below
+    local head = heads[1]
+    if not head then
+      return false
+    end
+    local rec = redis.call('HGET', K.d, head)
+    if not rec or string.sub(rec, 2, 2) ~= MODE_EXCL then
+      return false
+    end
+    local exp = redis.call('ZSCORE', K.e, head)
+    if not exp or tonumber(exp) <= now then
+      return false
+    end
+    local _, _, inbox, rest = q_waiter(rec)
+    q_announce(K, inbox, head, q_grant_head(K, head, rest, exp, t, last))
+    if not heads[2] and redis.call('ZCARD', K.e) == 0 then
+      -- The head was the last lease: nothing would give a re-created :e
+      -- an expiry. (With another waiter, :e still holds its place.)
+      redis.call('DEL', K.w, K.e, K.d, K.q)
+    end
     return true
   end
-  return false
+
+  return {
+    EXCL = MODE_EXCL, keys = q_keys, now_ms = q_now_ms, extend = q_extend, join = q_join,
+    grant_exclusive = q_grant_exclusive, announce = q_announce, waiter = q_waiter,
+    grant_head = q_grant_head, handoff = q_handoff,
+  }
 end
 
--- q_grant_exclusive makes id the exclusive holder until exp (absolute ms)
--- and returns its token. last is the last released lock's value, or nil
--- to read it.
-local function q_grant_exclusive(K, id, rest, exp, t, last)
-  local tok = next_token(t, last or redis.call('GET', K.last), K.last)
-  redis.call('SET', K.lock, id .. SEP .. tok .. rest, 'PXAT', exp)
-  return tok
-end
-
--- q_announce publishes a grant on the waiter's inbox channel:
--- "<id>" SEP "<token>" SEP "<name>".
-local function q_announce(K, inbox, id, tok)
-  local open = string.find(K.lock, '{', 1, true)
-  local prefix = string.sub(K.lock, 1, open - 1)
-  local name = string.sub(K.lock, open + 1, -2)
-  redis.call('PUBLISH', prefix .. '__INBOX_INFIX__' .. inbox, id .. SEP .. tok .. SEP .. name)
-end
-
--- q_waiter splits a waiter's record into its mode, limit, inbox and the
--- rest of a lock value (SEP "<since>" SEP "<owner>").
-local function q_waiter(rec)
-  local a = string.find(rec, SEP, 1, true)
-  local b = string.find(rec, SEP, a + 1, true)
-  local c = string.find(rec, SEP, b + 1, true)
-  return string.sub(rec, 2, a - 1), string.sub(rec, a + 1, b - 1), string.sub(rec, b + 1, c - 1), string.sub(rec, c)
-end
-
--- q_grant_head makes the head of the queue, exclusive waiter id, the
--- holder until exp, the expiry of its place, and returns its token; rest
--- is from its record, last as for q_grant_exclusive. The grant keeps the
--- place's expiry: the waiter computed its validity deadline from the send
--- time of the request (enqueue or renewal) that set that expiry, so the
--- lease cannot expire here before the deadline the waiter then believes in.
-local function q_grant_head(K, id, rest, exp, t, last)
-  redis.call('ZREM', K.w, id)
-  local tok = q_grant_exclusive(K, id, rest, exp, t, last)
-  redis.call('HDEL', K.d, id)
-  redis.call('ZREM', K.e, id)
-  return tok
-end
-
--- q_handoff hands a name whose exclusive holder just left (its value,
--- last, now on K.last) to the head of the queue, when that head is a live
--- exclusive waiter: the fair lock's hand-off, in a few calls. With no
--- exclusive holder left there is no shared or permit holder either, so the
--- head fits. It returns false, having changed nothing, in every other case
--- (an empty queue, an expired head, another mode), which q_settle decides.
-local function q_handoff(K, now, t, last)
-  local head = redis.call('ZRANGE', K.w, 0, 0)[1]
-  if not head then
-    return false
-  end
-  local rec = redis.call('HGET', K.d, head)
-  if not rec or string.sub(rec, 2, 2) ~= MODE_EXCL then
-    return false
-  end
-  local exp = redis.call('ZSCORE', K.e, head)
-  if not exp or tonumber(exp) <= now then
-    return false
-  end
-  local _, _, inbox, rest = q_waiter(rec)
-  q_announce(K, inbox, head, q_grant_head(K, head, rest, exp, t, last))
-  if redis.call('ZCARD', K.e) == 0 then
-    -- The head was the last lease: nothing would give a re-created :e
-    -- an expiry.
-    redis.call('DEL', K.w, K.e, K.d, K.q)
-  end
-  return true
-end
-
-local function queue_lib()
-  local MODE_SHARED = '2'
+-- queue_lib returns the rest of the queue, built on H, the functions of
+-- queue_hot().
+local function queue_lib(H)
+  local MODE_EXCL, MODE_SHARED = H.EXCL, '2'
+  local q_waiter, q_grant_head, q_announce = H.waiter, H.grant_head, H.announce
 
   -- epoch_token is a shared or permit holder's token: at least every
   -- exclusive token issued for the name before (the last released one is on

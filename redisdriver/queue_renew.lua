@@ -4,8 +4,9 @@
 -- what the lease is: 'W' a waiter place, else 'H' .. mode.
 -- Returns a string of one digit per lease: EXTENDED, or LOST when the
 -- lease is not there any more (for a waiter: granted, or dropped).
-local Q = queue_lib()
-local q_settle = Q.settle
+local H = queue_hot()
+local q_keys, q_now_ms, q_extend = H.keys, H.now_ms, H.extend
+local q_settle = queue_lib(H).settle
 local now, t = q_now_ms()
 local held = {}
 for i = 1, #KEYS do

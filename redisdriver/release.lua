@@ -18,10 +18,11 @@ for i = 1, #KEYS / 2 do
     redis.call('RENAME', lock, last)
     if queued then
       -- Fair waiters: hand the lock to the head in this same step.
-      local K = q_keys(lock)
-      local now, t = q_now_ms()
-      if not q_handoff(K, now, t, v) then
-        queue_lib().settle(K, now, t)
+      local H = queue_hot()
+      local K = H.keys(lock)
+      local now, t = H.now_ms()
+      if not H.handoff(K, now, t, v) then
+        queue_lib(H).settle(K, now, t)
       end
     end
     if ARGV[1] == '1' then
