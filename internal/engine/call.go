@@ -12,8 +12,8 @@ import (
 //
 // A driver that is not ContextAware (go-redis without ContextTimeoutEnabled
 // ignores deadlines, and no go-redis client aborts a read on cancellation)
-// is called on a goroutine of its own, which call abandons when ctx ends
-// first. The abandoned call still completes; late, if set, then sees its
+// is called on another goroutine (callers.go), which call abandons when ctx
+// ends first. The abandoned call still completes; late, if set, then sees its
 // outcome — an acquisition uses it to release a lock that nobody will use.
 // Abandoned calls count as ops, so Close waits for them before the
 // application closes the store client under them.
@@ -37,7 +37,7 @@ func call[T any](e *Engine, ctx context.Context, f func(context.Context) (T, err
 	var state atomic.Int32
 	done := make(chan outcome, 1)
 	e.ops.Add(1) // the caller holds an op, so Close cannot be waiting yet
-	go func() {
+	e.callers.run(func() {
 		defer e.ops.Done()
 		v, err := f(ctx)
 		if state.CompareAndSwap(0, 1) {
@@ -47,7 +47,7 @@ func call[T any](e *Engine, ctx context.Context, f func(context.Context) (T, err
 		if late != nil {
 			late(v, err)
 		}
-	}()
+	})
 	select {
 	case o := <-done:
 		return o.v, o.err

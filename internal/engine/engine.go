@@ -1,7 +1,7 @@
 // Package engine holds what is the same for every dlock primitive and every
 // backend: lease bookkeeping and validity deadlines (hold.go), one
 // acquisition attempt (acquire.go), calls that a context can abandon
-// (call.go), batched renewal (renew.go), batched and bounded background
+// (call.go, on the goroutines of callers.go), batched renewal (renew.go), batched and bounded background
 // release (release.go), waiting by notification (wait.go), and logging that
 // never blocks (logger.go). It knows nothing of dlock.Client: the root
 // package turns user calls into driver requests and hands them to an
@@ -50,6 +50,7 @@ type Engine struct {
 	releaser *releaser
 	waits    *waitRegistry
 	queue    *queueWaits    // queued leases' grant announcements (queue.go)
+	callers  *callers       // goroutines for calls a context may abandon (callers.go)
 	obs      *observerQueue // nil without an Observer
 	stats    stats
 
@@ -93,6 +94,7 @@ func New(cfg Config) (*Engine, error) {
 	e.releaser = newReleaser(e)
 	e.waits = newWaitRegistry(e)
 	e.queue = newQueueWaits(e)
+	e.callers = newCallers()
 	if cfg.Observer != nil {
 		e.obs = newObserverQueue(cfg.Observer)
 	}
@@ -179,6 +181,7 @@ func (e *Engine) Close() error {
 		e.opStopped = true
 		e.opMu.Unlock()
 		e.ops.Wait()
+		e.callers.close()
 		err = errors.Join(e.waits.close(), e.queue.close())
 		e.renewer.wait()
 		e.releaser.close()
