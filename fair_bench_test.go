@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/dlockio/dlock"
 	"github.com/dlockio/dlock/internal/redistest"
@@ -44,6 +45,54 @@ func BenchmarkFairUncontended(b *testing.B) {
 			b.ReportMetric((serverUsec(b, rdb)-before)/float64(b.N), "redis-µs/op")
 		})
 	}
+}
+
+// BenchmarkFairVersusPlain measures what WithFIFO costs an uncontended
+// Lock+Unlock against the plain lock, for the decision of which is the
+// default. Every b.N round runs a block of plain cycles and a block of
+// fair ones, in alternating order, so that both see the same machine
+// noise; it reports each path's time and Redis time per cycle and their
+// ratios (fifo/plain).
+func BenchmarkFairVersusPlain(b *testing.B) {
+	const block = 50
+	srv := redistest.Start(b)
+	rdb := srv.Client(b)
+	c := newLocker(b, srv.Addr())
+	ctx := context.Background()
+	paths := [2][]dlock.LockOption{nil, {dlock.WithFIFO()}}
+	var wall [2]time.Duration
+	var redisUsec [2]float64
+	run := func(p int) {
+		start, before := time.Now(), serverUsec(b, rdb)
+		for range block {
+			l, err := c.Lock(ctx, "versus", paths[p]...)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := l.Unlock(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+		wall[p] += time.Since(start)
+		redisUsec[p] += serverUsec(b, rdb) - before
+	}
+	run(0) // warm up both paths: connections, scripts, the grant watcher
+	run(1)
+	wall, redisUsec = [2]time.Duration{}, [2]float64{}
+	rounds := 0
+	for b.Loop() {
+		first := rounds % 2
+		run(first)
+		run(1 - first)
+		rounds++
+	}
+	cycles := float64(rounds * block)
+	b.ReportMetric(float64(wall[0].Microseconds())/cycles, "plain-µs/cycle")
+	b.ReportMetric(float64(wall[1].Microseconds())/cycles, "fifo-µs/cycle")
+	b.ReportMetric(redisUsec[0]/cycles, "plain-redis-µs/cycle")
+	b.ReportMetric(redisUsec[1]/cycles, "fifo-redis-µs/cycle")
+	b.ReportMetric(float64(wall[1])/float64(wall[0]), "fifo/plain-time")
+	b.ReportMetric(redisUsec[1]/redisUsec[0], "fifo/plain-redis")
 }
 
 // serverUsec is the server's total command time so far (µs), INFO excluded.

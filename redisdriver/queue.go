@@ -37,8 +37,8 @@ func (d *Driver) Enqueue(ctx context.Context, req driver.QueueRequest) (driver.Q
 	}
 	lock := d.lockKey(req.Key)
 	reply, err := enqueueScript.run(ctx, d.rdb, []string{lock, lock + lastSuffix, lock + queueSuffix},
-		idPrefix(req.ID), req.TTL.Milliseconds(), modeCode(req.Mode), req.Limit, wait, req.Inbox,
-		d.valueRest(time.Now(), req.Owner)).Result()
+		idPrefix(req.ID), req.TTL.Milliseconds(), d.valueRest(time.Now(), req.Owner),
+		modeCode(req.Mode)+wait+sep+strconv.Itoa(req.Limit)+sep+req.Inbox).Result()
 	if err != nil {
 		return driver.QueueResult{}, err
 	}
