@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -15,56 +14,62 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
-		runtime.Gosched()
 		time.Sleep(time.Millisecond)
 	}
 }
 
-// A call after another runs on the goroutine the first one used, and
-// close ends the goroutines kept idle.
+// A call after another runs on the goroutine the first one left idle, and
+// close ends the idle ones.
 func TestCallersReuseTheirGoroutines(t *testing.T) {
-	base := runtime.NumGoroutine()
 	c := newCallers()
-	done := make(chan int, 1)
-	c.run(func() { done <- runtime.NumGoroutine() })
-	first := <-done
-	if first != base+1 {
-		t.Fatalf("%d goroutines during the first call, want %d", first, base+1)
+	done := make(chan int32, 1)
+	c.run(func() { done <- c.idle.Load() })
+	if idle := <-done; idle != 0 {
+		t.Fatalf("%d idle callers during the first call", idle)
 	}
-	waitUntil(t, "an idle caller", func() bool { return c.idle.Load() == 1 })
-	c.run(func() { done <- runtime.NumGoroutine() })
-	if n := <-done; n != first {
-		t.Fatalf("%d goroutines during the second call, want %d: it did not reuse the idle one", n, first)
+	waitUntil(t, "the first caller to idle", func() bool { return c.idle.Load() == 1 })
+	c.run(func() { done <- c.idle.Load() })
+	if idle := <-done; idle != 0 {
+		t.Fatalf("%d idle callers during the second call: it did not take the idle one", idle)
 	}
+	waitUntil(t, "the caller to idle again", func() bool { return c.idle.Load() == 1 })
 	c.close()
-	waitUntil(t, "the callers to exit", func() bool { return runtime.NumGoroutine() == base })
+	if idle := c.idle.Load(); idle != 0 {
+		t.Fatalf("%d idle callers after close", idle)
+	}
 }
 
 // After a burst, at most maxIdleCallers goroutines stay.
 func TestCallersKeepABoundedNumberIdle(t *testing.T) {
-	base := runtime.NumGoroutine()
 	c := newCallers()
 	defer c.close()
 	const n = maxIdleCallers + 20
-	var started, finish sync.WaitGroup
+	var started, finished sync.WaitGroup
 	started.Add(n)
+	finished.Add(n)
 	block := make(chan struct{})
-	finish.Add(n)
 	for range n {
 		c.run(func() {
-			defer finish.Done()
+			defer finished.Done()
 			started.Done()
 			<-block
 		})
 	}
-	started.Wait()
-	if g := runtime.NumGoroutine(); g < base+n {
-		t.Fatalf("%d goroutines with %d calls blocked, want at least %d", g, n, base+n)
-	}
+	started.Wait() // all n run at once: n goroutines
 	close(block)
-	finish.Wait()
-	waitUntil(t, "the extra callers to exit", func() bool { return runtime.NumGoroutine() <= base+maxIdleCallers })
-	if idle := c.idle.Load(); idle > maxIdleCallers {
-		t.Fatalf("%d idle callers, want at most %d", idle, maxIdleCallers)
+	finished.Wait()
+	waitUntil(t, "maxIdleCallers idle callers", func() bool { return c.idle.Load() == maxIdleCallers })
+	// The others exit: a new burst of maxIdleCallers is served by the idle
+	// ones alone.
+	var again sync.WaitGroup
+	again.Add(maxIdleCallers)
+	hold := make(chan struct{})
+	for range maxIdleCallers {
+		c.run(func() { again.Done(); <-hold })
 	}
+	again.Wait()
+	if idle := c.idle.Load(); idle != 0 {
+		t.Errorf("%d idle callers while every kept one is busy", idle)
+	}
+	close(hold)
 }
