@@ -152,8 +152,10 @@ func TestObserverSeesMultiLocks(t *testing.T) {
 }
 
 // A fair lock's waiter holds a place in the store's queue while it waits:
-// that place is no lease, so it is neither held in Stats nor an event;
-// the grant is one acquisition, its Unlock one release.
+// that place is no lease, so it is neither held in Stats nor an event, but
+// the waiter is one of Stats' Waiters and starts and stops waiting in the
+// events, as a plain waiter does; the grant is one acquisition, its Unlock
+// one release.
 func TestObserverSeesFairLocks(t *testing.T) {
 	store := memdriver.New()
 	o1, o2 := newRecorder(), newRecorder()
@@ -181,8 +183,8 @@ func TestObserverSeesFairLocks(t *testing.T) {
 	// The waiter's place is renewed like a lease (every TTL/3): wait for
 	// its first renewal, then check it is not counted as held.
 	o2.await(t, 5*time.Second, "a renewal of the waiter's place", func() bool { return len(o2.renew) > 0 })
-	if s := c2.Stats(); s.Held != 0 {
-		t.Fatalf("c2 Stats while queued: %+v", s)
+	if s := c2.Stats(); s.Held != 0 || s.Waiters != 1 {
+		t.Fatalf("c2 Stats while queued: %+v, want Held 0, Waiters 1", s)
 	}
 	if err := l1.Unlock(ctx); err != nil {
 		t.Fatal(err)
@@ -191,7 +193,7 @@ func TestObserverSeesFairLocks(t *testing.T) {
 	if l2 == nil {
 		t.FailNow()
 	}
-	if s := c2.Stats(); s.Held != 1 || s.Acquired != 1 {
+	if s := c2.Stats(); s.Held != 1 || s.Acquired != 1 || s.Waiters != 0 {
 		t.Fatalf("c2 Stats when granted: %+v", s)
 	}
 	if err := l2.Unlock(ctx); err != nil {
@@ -203,6 +205,19 @@ func TestObserverSeesFairLocks(t *testing.T) {
 		o.mu.Lock()
 		if len(o.acq) != 1 || o.acq[0].Result != dlock.ResultAcquired || len(o.rel) != 1 || !o.rel[0].WasHeld || len(o.lost) != 0 {
 			t.Errorf("%s: acquire %+v release %+v lost %+v", name, o.acq, o.rel, o.lost)
+		}
+		// The queued waiter starts and stops waiting once, like a plain one.
+		wantWait := 0
+		if name == "c2" {
+			wantWait = 2
+		}
+		if len(o.wait) != wantWait {
+			t.Errorf("%s: wait events %+v, want %d", name, o.wait, wantWait)
+		} else if wantWait == 2 {
+			w0, w1 := o.wait[0], o.wait[1]
+			if !w0.Started || w0.Key != "k" || w0.Depth != 1 || w0.Waiters != 1 || w1.Started || w1.Depth != 0 || w1.Waiters != 0 {
+				t.Errorf("c2 wait events %+v, want start (depth 1) and stop (depth 0) on k", o.wait)
+			}
 		}
 		o.mu.Unlock()
 	}

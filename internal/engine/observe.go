@@ -294,8 +294,22 @@ func (e *Engine) renewed(res renewal, now time.Time) {
 	}
 }
 
-// waiting records a waiter joining (started) or leaving key's queue.
+// waiting records a plain waiter joining (started) or leaving key's queue.
 func (e *Engine) waiting(a Attempt, started bool) {
+	e.waitChanged(a.Kind, a.Key, started, func() int {
+		e.waits.mu.Lock()
+		defer e.waits.mu.Unlock()
+		if q := e.waits.queues[a.Key]; q != nil {
+			return len(q.waiters)
+		}
+		return 0
+	})
+}
+
+// waitChanged counts a waiter of either kind (plain, or queued in the
+// store) that starts or stops waiting, and tells the observer, with depth,
+// this engine's waiters for key after the change.
+func (e *Engine) waitChanged(kind driver.Kind, key string, started bool, depth func() int) {
 	d := int64(-1)
 	if started {
 		d = 1
@@ -304,13 +318,7 @@ func (e *Engine) waiting(a Attempt, started bool) {
 	if e.obs == nil {
 		return
 	}
-	e.waits.mu.Lock()
-	depth := 0
-	if q := e.waits.queues[a.Key]; q != nil {
-		depth = len(q.waiters)
-	}
-	e.waits.mu.Unlock()
-	e.obs.push(event{typ: evWait, kind: a.Kind, key: a.Key, started: started, n1: depth, n2: int(n)})
+	e.obs.push(event{typ: evWait, kind: kind, key: key, started: started, n1: depth(), n2: int(n)})
 }
 
 // backendError counts a store failure for op and tells the observer.

@@ -35,11 +35,12 @@ type queueWaits struct {
 	gw      driver.GrantWatcher
 	opening chan struct{} // closed when a WatchGrants in flight ends
 	waiters map[string]chan driver.Grant
+	queued  map[string]int // waiting calls per key, for Stats and the observer
 	closed  bool
 }
 
 func newQueueWaits(e *Engine) *queueWaits {
-	return &queueWaits{e: e, inbox: newOwnerID(), waiters: make(map[string]chan driver.Grant)}
+	return &queueWaits{e: e, inbox: newOwnerID(), waiters: make(map[string]chan driver.Grant), queued: make(map[string]int)}
 }
 
 // queuer returns the driver's queue, or an error matching both
@@ -90,13 +91,16 @@ func (e *Engine) TryAcquireQueued(ctx context.Context, req driver.QueueRequest, 
 // the background at once; if the store granted it meanwhile, that release
 // frees the grant too, for the next waiter.
 func (e *Engine) AcquireQueued(ctx context.Context, req driver.QueueRequest, renew bool) (*Hold, error) {
-	op := acquireOp{start: e.observeStart()} // Attempts stays 0: enqueues are not counted
-	h, err := e.acquireQueued(ctx, req, renew)
+	op := acquireOp{start: e.observeStart()}
+	if e.obs != nil {
+		op.attempts = new(int) // each Enqueue counts as an attempt
+	}
+	h, err := e.acquireQueued(ctx, req, renew, op.attempts)
 	e.doneAcquire(ctx, op, Attempt{Kind: req.Mode.HolderKind(), Key: req.Key}, h, err)
 	return h, err
 }
 
-func (e *Engine) acquireQueued(ctx context.Context, req driver.QueueRequest, renew bool) (*Hold, error) {
+func (e *Engine) acquireQueued(ctx context.Context, req driver.QueueRequest, renew bool, attempts *int) (*Hold, error) {
 	q, err := e.queuer()
 	if err != nil {
 		return nil, err
@@ -104,13 +108,12 @@ func (e *Engine) acquireQueued(ctx context.Context, req driver.QueueRequest, ren
 	if err := ctx.Err(); err != nil {
 		return nil, ctxError("lock", req.Key, err)
 	}
-	if err := e.queue.subscribe(ctx, q, req.Key); err != nil {
-		if ctx.Err() != nil || errors.Is(err, ErrClosed) {
-			return nil, err
-		}
-		// Waiting still works, on renewals alone.
-		e.log.warn("dlock: grant notifications unavailable; waiting on renewals only", "key", req.Key, "err", err)
-	}
+	// The engine's grant subscription is opened by its first request that
+	// has to wait, after that request is queued (then sent again: a grant
+	// announced before the subscription was confirmed would be missed),
+	// so that an acquisition granted at once never waits for it, nor for
+	// a store that does not answer.
+	subscribed := e.queue.isOpen()
 	req.ID, req.Wait, req.Inbox = newOwnerID(), true, e.queue.inbox
 	grants := e.queue.register(req.ID)
 	defer e.queue.unregister(req.ID)
@@ -130,8 +133,17 @@ func (e *Engine) acquireQueued(ctx context.Context, req driver.QueueRequest, ren
 			w.end(errWaitOver)
 		}
 	}()
+	counted := false // in Stats.Waiters, from its first place in the queue
+	defer func() {
+		if counted {
+			e.queue.waiting(kind, req.Key, false)
+		}
+	}()
 	slow := 0
 	for {
+		if attempts != nil {
+			*attempts++
+		}
 		res, sent, err := e.enqueue(ctx, q, req)
 		if err != nil {
 			e.releaser.add(place) // enqueue may have queued or granted it, reply lost
@@ -161,6 +173,22 @@ func (e *Engine) acquireQueued(ctx context.Context, req driver.QueueRequest, ren
 			w = nil
 			e.releaser.add(place)
 			return nil, err
+		}
+		if !counted {
+			counted = true
+			e.queue.waiting(kind, req.Key, true)
+		}
+		if !subscribed {
+			subscribed = true
+			if err := e.queue.subscribe(ctx, q, req.Key); err != nil {
+				if ctx.Err() != nil || errors.Is(err, ErrClosed) {
+					e.releaser.add(place)
+					return nil, err
+				}
+				// Waiting still works, on renewals alone.
+				e.log.warn("dlock: grant notifications unavailable; waiting on renewals only", "key", req.Key, "err", err)
+			}
+			continue // ask again: granted while subscribing?
 		}
 		if lostPlace {
 			// Queued anew after the old place ended: an announcement still
@@ -326,12 +354,36 @@ func (qw *queueWaits) open(ctx context.Context, q driver.Queuer) (driver.GrantWa
 	})
 }
 
+// isOpen reports whether the grant subscription is open.
+func (qw *queueWaits) isOpen() bool {
+	qw.mu.Lock()
+	defer qw.mu.Unlock()
+	return qw.gw != nil
+}
+
 func (qw *queueWaits) register(id string) chan driver.Grant {
 	ch := make(chan driver.Grant, 1)
 	qw.mu.Lock()
 	qw.waiters[id] = ch
 	qw.mu.Unlock()
 	return ch
+}
+
+// waiting counts a call that starts or stops waiting in key's queue.
+func (qw *queueWaits) waiting(kind driver.Kind, key string, started bool) {
+	d := -1
+	if started {
+		d = 1
+	}
+	qw.mu.Lock()
+	n := qw.queued[key] + d
+	if n == 0 {
+		delete(qw.queued, key)
+	} else {
+		qw.queued[key] = n
+	}
+	qw.mu.Unlock()
+	qw.e.waitChanged(kind, key, started, func() int { return n })
 }
 
 func (qw *queueWaits) unregister(id string) {
