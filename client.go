@@ -81,9 +81,12 @@ func (c *Client) TryLock(ctx context.Context, key string, opts ...LockOption) (*
 	return c.lock(ctx, key, opts, true)
 }
 
-// Lock acquires key, waiting as long as ctx allows. While it waits it is
-// woken by the release notification of the current holder, and in any case
-// after the holder's remaining TTL. When ctx ends first the error satisfies
+// Lock acquires key, waiting as long as ctx allows. On the Redis and
+// in-memory drivers it waits its turn in a queue kept by the store, first
+// come first served, and the holder's release hands the lock straight to
+// the first waiter (WithFIFO; WithoutFIFO opts out). Otherwise, and on
+// etcd, it is woken by the release notification of the current holder,
+// and in any case after the holder's remaining TTL. When ctx ends first the error satisfies
 // errors.Is(err, ctx.Err()) — whatever timeouts the store client was built
 // with; a store failure returns an error matching ErrBackend as soon as the
 // driver reports it.
@@ -113,7 +116,7 @@ func (c *Client) lock(ctx context.Context, key string, opts []LockOption, try bo
 	}
 	var h *engine.Hold
 	switch {
-	case lc.fifo == fifoOn:
+	case c.queued(lc, try):
 		h, err = c.acquireFIFO(ctx, req, lc, try)
 	case try:
 		h, err = c.e.TryAcquire(ctx, req, lc.watchdog)

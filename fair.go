@@ -16,29 +16,53 @@ import (
 // drops out within one TTL, a live one is never passed over. Lock returns
 // an error matching ErrUnsupported on a driver without queued leases.
 //
+// It is the default of Lock on the Redis and in-memory drivers, whose
+// queued acquisition costs what a plain one does when uncontended (Redis:
+// 1.03 times the time and Redis time per cycle, docs/fair-lock.md); on
+// etcd, where it costs an extra RPC, Lock is plain unless given WithFIFO.
+//
 // TryLock accepts it too: one attempt through the queue, refused while
-// anyone waits (a plain TryLock is refused then as well).
+// anyone waits (a plain TryLock is refused then as well, so without the
+// option TryLock takes the plain path, which is the same decision).
 //
 // Fair and plain acquisitions of a key exclude each other, share one
 // fencing-token sequence, and a plain TryLock or Lock never takes a key
 // ahead of its queued waiters. A handed-off lease's validity deadline is
 // its waiter place's (see docs/fair-lock.md); with WithoutWatchdog it is
 // therefore what the place had left, not a fresh TTL.
-//
-// It is not the default: uncontended, it measured the same time per cycle
-// as a plain Lock but more Redis time than the 5 % the default would allow
-// (docs/fair-lock.md has the numbers).
 func WithFIFO() LockOption {
 	return func(c *lockConfig) error { c.fifo = fifoOn; return nil }
+}
+
+// WithoutFIFO makes Lock wait the plain way even where FIFO is the
+// default: woken by the holder's release notification (or its TTL), then
+// racing every other waiter for the key, with no queue in the store. It
+// never overtakes queued waiters of the key, though: a plain acquisition
+// of a name with a queue is refused until the queue is served.
+func WithoutFIFO() LockOption {
+	return func(c *lockConfig) error { c.fifo = fifoOff; return nil }
 }
 
 // fifoMode is lockConfig.fifo.
 type fifoMode uint8
 
 const (
-	fifoDefault fifoMode = iota // the Client's default: plain
+	fifoDefault fifoMode = iota // the driver's default (Capabilities.QueueByDefault)
 	fifoOn
+	fifoOff
 )
+
+// queued reports whether an acquisition with lc goes through the store's
+// queue: WithFIFO, or Lock by default on a driver that queues by default.
+func (c *Client) queued(lc lockConfig, try bool) bool {
+	switch lc.fifo {
+	case fifoOn:
+		return true
+	case fifoDefault:
+		return !try && c.caps.QueueByDefault && c.e.SupportsQueue()
+	}
+	return false
+}
 
 // acquireFIFO acquires req through the store's queue: waiting its turn,
 // or with try granted iff nobody waits and the key is free.

@@ -90,8 +90,9 @@ func TestObserverScriptedSequence(t *testing.T) {
 	if _, err := c2.TryLock(ctx, "a"); !errors.Is(err, dlock.ErrNotAcquired) {
 		t.Fatalf("TryLock of a held lock: %v", err)
 	}
-	// 3. wait: c2's Lock tries, joins the queue, tries again (both applied
-	// as busy), then c1 releases and the third attempt wins.
+	// 3. wait: c2's plain Lock tries, joins the queue, tries again (both
+	// applied as busy), then c1 releases and the third attempt wins. (The
+	// fair path's events: TestObserverFairWait.)
 	applied := make(chan struct{}, 8)
 	d2.SetFaultAfter(func(_ context.Context, op string) error {
 		if op == memdriver.OpAcquire {
@@ -101,7 +102,7 @@ func TestObserverScriptedSequence(t *testing.T) {
 	})
 	got := make(chan *dlock.Lease, 1)
 	go func() {
-		l, err := c2.Lock(ctx, "a", dlock.WithTTL(900*time.Millisecond))
+		l, err := c2.Lock(ctx, "a", dlock.WithTTL(900*time.Millisecond), dlock.WithoutFIFO())
 		if err != nil {
 			t.Error(err)
 		}

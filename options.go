@@ -96,7 +96,7 @@ type lockConfig struct {
 	watchdog  bool
 	meta      *string
 	noReentry bool     // WithoutReentry (reentrant.go)
-	fifo      fifoMode // WithFIFO (fair.go)
+	fifo      fifoMode // WithFIFO, WithoutFIFO (fair.go)
 }
 
 // WithTTL sets the lock's TTL for this call. With the watchdog on (the

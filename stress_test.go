@@ -15,8 +15,14 @@ import (
 // Many workers, each with its own connection and Client, fight for one key
 // with critical sections that often outlast the TTL. The watchdog must keep
 // every holder's lock alive, nobody may enter while another is inside, and
-// tokens must increase in the order workers entered.
+// tokens must increase in the order workers entered. Both ways of
+// waiting: the store's queue (Lock's default on Redis) and the plain one.
 func TestStressMutualExclusion(t *testing.T) {
+	t.Run("fifo", func(t *testing.T) { stressMutualExclusion(t) })
+	t.Run("plain", func(t *testing.T) { stressMutualExclusion(t, dlock.WithoutFIFO()) })
+}
+
+func stressMutualExclusion(t *testing.T, opts ...dlock.LockOption) {
 	srv := redistest.Start(t)
 	const (
 		workers = 8
@@ -42,7 +48,7 @@ func TestStressMutualExclusion(t *testing.T) {
 			defer wg.Done()
 			rng := rand.New(rand.NewPCG(uint64(w), 7))
 			for range rounds {
-				l, err := c.Lock(ctx, "stress", dlock.WithTTL(ttl))
+				l, err := c.Lock(ctx, "stress", append([]dlock.LockOption{dlock.WithTTL(ttl)}, opts...)...)
 				if err != nil {
 					errs <- err
 					return

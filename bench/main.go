@@ -59,7 +59,7 @@ func run() error {
 		duration   = flag.Duration("duration", 5*time.Second, "measured time per peer and cycle workload, split into rounds")
 		rounds     = flag.Int("rounds", 10, "interleaved rounds per cycle workload")
 		workloads  = flag.String("workloads", "serial,uncontended,handoff,contended,held", "comma-separated workloads to run (also: rwlock, semaphore)")
-		peersFlag  = flag.String("peers", "dlock,raw,redislock,redsync,rueidislock,etcd,dlock-etcd", "comma-separated peers to run")
+		peersFlag  = flag.String("peers", "dlock,dlock-plain,raw,redislock,redsync,rueidislock,etcd,dlock-etcd", "comma-separated peers to run")
 		smoke      = flag.Bool("smoke", false, "run every workload briefly with small lease counts (for CI)")
 		redisAddr  = flag.String("redis", "", "use this Redis server (host:port; it is flushed) instead of starting one")
 		ttl        = flag.Duration("ttl", 10*time.Second, "lock TTL in the cycle workloads")

@@ -61,8 +61,8 @@ type peer struct {
 // allPeers lists the implementations in table order.
 func allPeers() []peer {
 	return []peer{
-		{name: "dlock", waits: "pub/sub release notification, TTL fallback", newWorker: newDlockWorker, newHolder: newDlockHolder},
-		{name: "dlock-fifo", waits: "FIFO queue in Redis: the release grants the head and notifies only it", newWorker: newDlockFIFOWorker},
+		{name: "dlock", waits: "FIFO queue in Redis (Lock's default): the release grants the head and notifies only it", newWorker: newDlockWorker, newHolder: newDlockHolder},
+		{name: "dlock-plain", waits: "Lock with WithoutFIFO: pub/sub release notification, TTL fallback", newWorker: newDlockPlainWorker},
 		{name: "raw", waits: "polling", newWorker: newRawWorker},
 		{name: "redislock", waits: "polling (linear backoff)", newWorker: newRedislockWorker},
 		{name: "redsync", waits: "polling", newWorker: newRedsyncWorker},
@@ -75,9 +75,9 @@ func allPeers() []peer {
 // diagnosticPeers run only when named in -peers.
 func diagnosticPeers() []peer {
 	return []peer{
-		{name: "dlock-trace", waits: "as dlock; the driver is wrapped to time each handoff step", newWorker: newTracedDlockWorker},
+		{name: "dlock-trace", waits: "as dlock-plain; the driver is wrapped to time each handoff step", newWorker: newTracedDlockWorker},
 		{name: "raw-fifo", waits: "FIFO list in Redis: the release pops the head and publishes to it (a floor, not a usable lock)", newWorker: newRawFIFOWorker},
-		{name: "dlock-shared", waits: "as dlock, but all workers share one Client: waiters queue in-process and a release wakes one", newWorker: newSharedDlockWorker},
+		{name: "dlock-shared", waits: "as dlock-plain, but all workers share one Client: waiters queue in-process and a release wakes one", newWorker: newSharedDlockWorker},
 	}
 }
 
@@ -90,9 +90,10 @@ func newRedisClient(addr string) *redis.Client {
 // --- dlock ---
 
 type dlockWorker struct {
-	rdb *redis.Client
-	c   *dlock.Client
-	ttl time.Duration
+	rdb   *redis.Client
+	c     *dlock.Client
+	ttl   time.Duration
+	plain bool // WithoutFIFO: the dlock-plain peer and the diagnostic ones
 }
 
 func newDlockClient(addr string) (*redis.Client, *dlock.Client, error) {
@@ -119,7 +120,11 @@ func newDlockWorker(e env) (worker, error) {
 }
 
 func (w *dlockWorker) lock(ctx context.Context, key string) (unlockFunc, error) {
-	l, err := w.c.Lock(ctx, key, dlock.WithTTL(w.ttl))
+	opts := []dlock.LockOption{dlock.WithTTL(w.ttl)}
+	if w.plain {
+		opts = append(opts, dlock.WithoutFIFO())
+	}
+	l, err := w.c.Lock(ctx, key, opts...)
 	if err != nil {
 		return nil, err
 	}

@@ -16,7 +16,7 @@ import (
 // channel, and a worker that reads its pub/sub connection itself, with no
 // goroutine in between. It keeps no waiter expiry, no fencing token and no
 // renewal, so it is not a usable lock: it bounds what any FIFO hand-off
-// built this way can reach on the machine, for comparison with dlock-fifo
+// built this way can reach on the machine, for comparison with dlock
 // and with the polling peers. Run only when named in -peers.
 
 // rawFIFOLock takes the lock if it is free and nobody waits, else queues
@@ -76,7 +76,8 @@ func (w *rawFIFOWorker) lock(ctx context.Context, key string) (unlockFunc, error
 			m, err := w.ps.ReceiveMessage(ctx)
 			if err != nil {
 				if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
-					return nil, context.DeadlineExceeded // the read timed out at the round's end
+					<-ctx.Done() // the read timed out at the round's end, which ctx reports in a moment
+					return nil, ctx.Err()
 				}
 				return nil, err
 			}

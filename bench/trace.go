@@ -12,10 +12,10 @@ import (
 	"github.com/dlockio/dlock/redisdriver"
 )
 
-// The dlock-trace peer is dlock with a driver wrapper that timestamps the
-// steps of every handoff on the shared key: release sent, release answered,
-// first release notification seen by any waiting client, and the winning
-// acquisition attempt. It exists to explain the handoff numbers and is run
+// The dlock-trace peer is dlock-plain with a driver wrapper that timestamps
+// the steps of every handoff on the shared key: release sent, release
+// answered, first release notification seen by any waiting client, and the
+// winning acquisition attempt. It exists to explain the handoff numbers and is run
 // only when named in -peers.
 
 // handoffTrace is one release and the acquisition that followed it.
@@ -109,7 +109,7 @@ func newTracedDlockWorker(e env) (worker, error) {
 		rdb.Close()
 		return nil, err
 	}
-	return &dlockWorker{rdb: rdb, c: c, ttl: e.ttl}, nil
+	return &dlockWorker{rdb: rdb, c: c, ttl: e.ttl, plain: true}, nil
 }
 
 // sharedDlock is the one Client of the dlock-shared peer, opened by its
@@ -133,6 +133,7 @@ func newSharedDlockWorker(e env) (worker, error) {
 			return nil, err
 		}
 		sharedDlock.w = w.(*dlockWorker)
+		sharedDlock.w.plain = true
 	}
 	sharedDlock.refs++
 	return sharedDlockWorker{sharedDlock.w}, nil

@@ -51,6 +51,11 @@ type Capabilities struct {
 	// have to abandon on a goroutine of its own, and cleans up after a call
 	// that completes after it was abandoned.
 	ContextAware bool
+	// QueueByDefault makes a Client's Lock wait in the driver's queue (the
+	// fair lock, see Queuer) unless the caller asks for the plain lock: a
+	// driver sets it when an uncontended acquisition through its queue costs
+	// what a plain one does. Ignored on a driver that is not a Queuer.
+	QueueByDefault bool
 }
 
 // AcquireRequest asks for one attempt at taking Key.

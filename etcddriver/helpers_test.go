@@ -37,7 +37,7 @@ func (c *rpcCounter) take() map[string]int {
 }
 
 // countingClient is an etcd client for endpoints whose calls are counted.
-func countingClient(t *testing.T, endpoints ...string) (*clientv3.Client, *rpcCounter) {
+func countingClient(t testing.TB, endpoints ...string) (*clientv3.Client, *rpcCounter) {
 	t.Helper()
 	rc := &rpcCounter{n: make(map[string]int)}
 	cli, err := clientv3.New(clientv3.Config{

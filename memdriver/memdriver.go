@@ -37,11 +37,12 @@ var ErrClosed = errors.New("memdriver: driver closed")
 // here sends what it will send in production.
 func DefaultCapabilities() driver.Capabilities {
 	return driver.Capabilities{
-		TTLUnit:      time.Millisecond,
-		MinTTL:       time.Millisecond,
-		ExpiryMargin: 0,
-		MaxBatch:     1000,
-		ContextAware: true,
+		TTLUnit:        time.Millisecond,
+		MinTTL:         time.Millisecond,
+		ExpiryMargin:   0,
+		MaxBatch:       1000,
+		ContextAware:   true,
+		QueueByDefault: true, // as the Redis driver, so that tests see what production does
 	}
 }
 

@@ -147,6 +147,9 @@ func TestSpansAndMetricsOnRedis(t *testing.T) {
 	if waited == nil {
 		t.Fatal("no acquire span under the caller's span")
 	}
+	// Lock queues in the store by default on Redis: the first wait of a
+	// Client sends its request twice, before and after it subscribes to
+	// its grant announcements.
 	if v, _ := attr(waited.Attributes(), dlockotel.AttrAttempts); v.AsInt64() < 2 {
 		t.Errorf("waited Lock: attempts %v, want at least 2", v.AsInt64())
 	}

@@ -165,7 +165,7 @@ func TestCapabilitiesAndKeys(t *testing.T) {
 	defer c.Close()
 	d := newDriver(t, c)
 	want := driver.Capabilities{TTLUnit: time.Millisecond, MinTTL: 20 * time.Millisecond,
-		ExpiryMargin: 2 * time.Millisecond, MaxBatch: 1000, ContextAware: false}
+		ExpiryMargin: 2 * time.Millisecond, MaxBatch: 1000, ContextAware: false, QueueByDefault: true}
 	if got := d.Capabilities(); got != want {
 		t.Errorf("Capabilities() = %+v, want %+v", got, want)
 	}

@@ -163,13 +163,15 @@ func holdLock(t *testing.T, url string, name string, args ...string) (p *proc, t
 	}
 }
 
-// waitSubscribed polls until some waiter follows the lock's release
-// notifications, i.e. a dlock run is waiting for it.
+// waitSubscribed polls until a dlock run is waiting for the lock: queued
+// in the store (Lock's default on Redis), or following the lock's release
+// notifications (a plain wait).
 func waitSubscribed(t *testing.T, rdb *redis.Client, name string) {
 	t.Helper()
-	ch := lockKey(name) + ":released"
+	ctx := context.Background()
+	ch, queue := lockKey(name)+":released", lockKey(name)+":w"
 	deadline := time.Now().Add(10 * time.Second)
-	for rdb.PubSubNumSub(context.Background(), ch).Val()[ch] == 0 {
+	for rdb.ZCard(ctx, queue).Val() == 0 && rdb.PubSubNumSub(ctx, ch).Val()[ch] == 0 {
 		if time.Now().After(deadline) {
 			t.Fatalf("nobody waits for %q", name)
 		}
