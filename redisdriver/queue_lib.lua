@@ -21,7 +21,7 @@
 -- keys a script touches. They expire after every lease they hold (see
 -- q_extend) and are deleted when the last one goes.
 --
--- Every redis.call costs Redis about a microsecond besides the command, so
+-- Every redis.call costs Redis up to a microsecond besides the command, so
 -- the two steps of a contended fair lock, a waiter joining a held name
 -- (q_join) and a release handing the name to a live exclusive head
 -- (q_handoff), take a short path of their own, in queue_hot(). Everything
