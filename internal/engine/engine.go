@@ -1,11 +1,12 @@
 // Package engine holds what is the same for every dlock primitive and every
 // backend: lease bookkeeping and validity deadlines (hold.go), one
 // acquisition attempt (acquire.go), calls that a context can abandon
-// (call.go, on the goroutines of callers.go), batched renewal (renew.go), batched and bounded background
-// release (release.go), waiting by notification (wait.go), and logging that
-// never blocks (logger.go). It knows nothing of dlock.Client: the root
-// package turns user calls into driver requests and hands them to an
-// Engine.
+// (call.go, on the goroutines of callers.go), batched renewal (renew.go),
+// batched and bounded background release (release.go), waiting by
+// notification (wait.go), waiting in the store's queue (queue.go, with the
+// grant announcements of grants.go), and logging that never blocks
+// (logger.go). It knows nothing of dlock.Client: the root package turns
+// user calls into driver requests and hands them to an Engine.
 package engine
 
 import (
