@@ -1,0 +1,70 @@
+package dlock_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/dlockio/dlock"
+	"github.com/dlockio/dlock/internal/redistest"
+)
+
+// On Redis a Lock without options waits in the store's queue, in arrival
+// order, and is handed the lock by the release; WithoutFIFO waits the
+// plain way, with no place in the queue.
+func TestRedisLockIsFairByDefault(t *testing.T) {
+	srv := redistest.Start(t)
+	holder, a, b := newLocker(t, srv.Addr()), newLocker(t, srv.Addr()), newLocker(t, srv.Addr())
+	ctx := ctxTimeout(t, 20*time.Second)
+	l, err := holder.Lock(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := acquired(t, func() (*dlock.Lease, error) { return a.Lock(ctx, "k") })
+	waitInQueue(t, holder, "k", 1)
+	second := acquired(t, func() (*dlock.Lease, error) { return b.Lock(ctx, "k") })
+	waitInQueue(t, holder, "k", 2)
+	if s := a.Stats(); s.Waiters != 1 {
+		t.Fatalf("first waiter's Stats: %+v", s)
+	}
+	unlock(t, l)
+	la := receive(t, first, "first waiter")
+	if la.Token() <= l.Token() {
+		t.Fatalf("handed-off token %d after %d", la.Token(), l.Token())
+	}
+	select {
+	case lb := <-second:
+		t.Fatalf("the second waiter got the lock (token %d) while the first holds it", lb.Token())
+	default:
+	}
+	unlock(t, la)
+	unlock(t, receive(t, second, "second waiter"))
+
+	// WithoutFIFO: the waiter takes no place in the queue.
+	l, err = holder.Lock(ctx, "plain")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		_, err := a.Lock(wctx, "plain", dlock.WithoutFIFO())
+		done <- err
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for a.Stats().Waiters != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the plain waiter never waited")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if q, _, err := holder.InspectQueue(ctx, "plain"); err != nil || len(q.Waiters) != 0 {
+		t.Fatalf("queue of a plainly awaited lock: %+v, %v", q, err)
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled plain Lock: %v", err)
+	}
+	unlock(t, l)
+}
