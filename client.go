@@ -86,10 +86,10 @@ func (c *Client) TryLock(ctx context.Context, key string, opts ...LockOption) (*
 // come first served, and the holder's release hands the lock straight to
 // the first waiter (WithFIFO; WithoutFIFO opts out). Otherwise, and on
 // etcd, it is woken by the release notification of the current holder,
-// and in any case after the holder's remaining TTL. When ctx ends first the error satisfies
-// errors.Is(err, ctx.Err()) — whatever timeouts the store client was built
-// with; a store failure returns an error matching ErrBackend as soon as the
-// driver reports it.
+// and in any case after the holder's remaining TTL. When ctx ends first
+// the error satisfies errors.Is(err, ctx.Err()) — whatever timeouts the
+// store client was built with; a store failure returns an error matching
+// ErrBackend as soon as the driver reports it.
 //
 // Under the Context of a live lease of this Client on key (ctx descends
 // from it), Lock is a nested hold of that lease: no round trip, the same
