@@ -18,8 +18,14 @@ const (
 // keeps between calls. A new goroutine per call starts with a small stack
 // and grows it through the store client's call chain every time: in a
 // contended fair lock that copying was 5 % of the client's CPU.
+//
+// idle counts the callers waiting for work that nobody has claimed: run
+// claims one (decrements idle) before it sends, so the send always finds
+// a caller, and a caller that would stop waiting leaves only if it can
+// take itself out of that count; if every idle caller is claimed, a send
+// is on its way to it.
 type callers struct {
-	work chan func() // unbuffered: a send succeeds only if a caller is idle
+	work chan func() // unbuffered
 	idle atomic.Int32
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -32,10 +38,11 @@ func newCallers() *callers {
 // run runs f on an idle caller, or on a new one. The engine calls it under
 // an op, so never after close.
 func (c *callers) run(f func()) {
-	select {
-	case c.work <- f:
-		return
-	default:
+	for n := c.idle.Load(); n > 0; n = c.idle.Load() {
+		if c.idle.CompareAndSwap(n, n-1) {
+			c.work <- f // the claimed caller is waiting, or about to
+			return
+		}
 	}
 	c.wg.Add(1)
 	go c.loop(f)
@@ -43,27 +50,55 @@ func (c *callers) run(f func()) {
 
 func (c *callers) loop(f func()) {
 	defer c.wg.Done()
-	var idle *time.Timer
+	var timer *time.Timer
 	for {
 		f()
-		if c.idle.Add(1) > maxIdleCallers {
-			c.idle.Add(-1)
+		if !c.becomeIdle() {
 			return
 		}
-		if idle == nil {
-			idle = time.NewTimer(callerIdle)
+		if timer == nil {
+			timer = time.NewTimer(callerIdle)
 		} else {
-			idle.Reset(callerIdle)
+			timer.Reset(callerIdle)
 		}
 		select {
 		case f = <-c.work:
-			c.idle.Add(-1)
-		case <-idle.C:
-			c.idle.Add(-1)
+		case <-timer.C:
+			if !c.leaveIdle() {
+				f = <-c.work // claimed meanwhile: the work is on its way
+				continue
+			}
 			return
 		case <-c.stop:
-			c.idle.Add(-1)
+			c.leaveIdle() // nothing is claimed after close
 			return
+		}
+	}
+}
+
+// becomeIdle counts the caller as idle, unless maxIdleCallers are.
+func (c *callers) becomeIdle() bool {
+	for {
+		n := c.idle.Load()
+		if n >= maxIdleCallers {
+			return false
+		}
+		if c.idle.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
+// leaveIdle takes an idle caller out of the count; false when every idle
+// caller has been claimed.
+func (c *callers) leaveIdle() bool {
+	for {
+		n := c.idle.Load()
+		if n == 0 {
+			return false
+		}
+		if c.idle.CompareAndSwap(n, n-1) {
+			return true
 		}
 	}
 }
