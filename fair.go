@@ -28,8 +28,9 @@ import (
 // Fair and plain acquisitions of a key exclude each other, share one
 // fencing-token sequence, and a plain TryLock or Lock never takes a key
 // ahead of its queued waiters. A handed-off lease's validity deadline is
-// its waiter place's (see docs/fair-lock.md); with WithoutWatchdog it is
-// therefore what the place had left, not a fresh TTL.
+// its waiter place's (see docs/fair-lock.md), renewed from there; a fixed
+// lease (WithoutWatchdog) is asked for once more on a hand-off, one round
+// trip, so that it is valid for a full TTL from then.
 func WithFIFO() LockOption {
 	return func(c *lockConfig) error { c.fifo = fifoOn; return nil }
 }

@@ -68,3 +68,32 @@ func TestRedisLockIsFairByDefault(t *testing.T) {
 	}
 	unlock(t, l)
 }
+
+// A fixed lease (WithoutWatchdog) handed off by the queue is valid for a
+// full TTL from the hand-off, not for what its waiter place had left: the
+// place is renewed every TTL/3, so it has between 2/3 and all of a TTL
+// left. Each round hands off at another point of that cycle (the place's
+// age is what the test is about, so it waits for time to pass).
+func TestRedisFairFixedLeaseGetsAFullTTL(t *testing.T) {
+	srv := redistest.Start(t)
+	a, b := newLocker(t, srv.Addr()), newLocker(t, srv.Addr())
+	ctx := ctxTimeout(t, 60*time.Second)
+	const ttl = 2 * time.Second
+	for i := range 5 {
+		l, err := a.Lock(ctx, "fixed")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ch := acquired(t, func() (*dlock.Lease, error) {
+			return b.Lock(ctx, "fixed", dlock.WithTTL(ttl), dlock.WithoutWatchdog())
+		})
+		waitInQueue(t, a, "fixed", 1)
+		time.Sleep(time.Duration(i+1) * ttl / 7)
+		unlock(t, l)
+		fixed := receive(t, ch, "the fixed lease")
+		if left := time.Until(fixed.Deadline()); left < ttl*9/10 {
+			t.Errorf("round %d: fixed lease valid for %v after the hand-off, want a full TTL (%v, less the drift)", i, left, ttl)
+		}
+		unlock(t, fixed)
+	}
+}

@@ -192,6 +192,12 @@ func (e *Engine) acquireQueued(ctx context.Context, req driver.QueueRequest, ren
 		}
 		select {
 		case g := <-grants:
+			if !renew {
+				// A fixed lease is one of TTL from its acquisition, not what
+				// the place had left: ask the store once more, which extends
+				// the grant by a full TTL and answers it as granted.
+				continue
+			}
 			// The grant's store TTL is what the waiter place had left, and
 			// that place's expiry is no earlier than the validity deadline
 			// the renewer computed from the send time of the last enqueue
