@@ -9,6 +9,7 @@ import (
 
 	"github.com/dlockio/dlock"
 	"github.com/dlockio/dlock/internal/redistest"
+	"github.com/dlockio/dlock/internal/testutil"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -76,16 +77,8 @@ func BenchmarkFairVersusPlain(b *testing.B) {
 		wall[p] += time.Since(start)
 		redisUsec[p] += serverUsec(b, rdb) - before
 	}
-	run(0) // warm up both paths: connections, scripts, the grant watcher
-	run(1)
-	wall, redisUsec = [2]time.Duration{}, [2]float64{}
-	rounds := 0
-	for b.Loop() {
-		first := rounds % 2
-		run(first)
-		run(1 - first)
-		rounds++
-	}
+	// The warm-up opens connections, loads scripts, subscribes the grant watcher.
+	rounds := testutil.Versus(b, run, func() { wall, redisUsec = [2]time.Duration{}, [2]float64{} })
 	cycles := float64(rounds * block)
 	b.ReportMetric(float64(wall[0].Microseconds())/cycles, "plain-µs/cycle")
 	b.ReportMetric(float64(wall[1].Microseconds())/cycles, "fifo-µs/cycle")

@@ -7,6 +7,7 @@ import (
 
 	"github.com/dlockio/dlock"
 	"github.com/dlockio/dlock/etcddriver/internal/etcdtest"
+	"github.com/dlockio/dlock/internal/testutil"
 )
 
 // BenchmarkFairVersusPlain measures what WithFIFO costs an uncontended
@@ -47,16 +48,7 @@ func BenchmarkFairVersusPlain(b *testing.B) {
 			rpcs[p] += n
 		}
 	}
-	run(0)
-	run(1)
-	wall, rpcs = [2]time.Duration{}, [2]int{}
-	rounds := 0
-	for b.Loop() {
-		first := rounds % 2
-		run(first)
-		run(1 - first)
-		rounds++
-	}
+	rounds := testutil.Versus(b, run, func() { wall, rpcs = [2]time.Duration{}, [2]int{} })
 	cycles := float64(rounds * block)
 	b.ReportMetric(float64(wall[0].Microseconds())/cycles, "plain-µs/cycle")
 	b.ReportMetric(float64(wall[1].Microseconds())/cycles, "fifo-µs/cycle")

@@ -1,5 +1,6 @@
 // Package testutil has helpers shared by dlock's test packages: a slog
-// handler that blocks, and a goroutine counter.
+// handler that blocks, a goroutine counter, and the A/B rounds of the
+// benchmarks that compare two paths (Versus).
 package testutil
 
 import (
