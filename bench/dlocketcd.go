@@ -82,9 +82,8 @@ func (w *dlockEtcdWorker) lock(ctx context.Context, key string) (unlockFunc, err
 }
 
 type dlockEtcdHolder struct {
-	etcdDlock
-	ttl    time.Duration
-	leases chan *dlock.Lease
+	etcd etcdDlock
+	dlockLeases
 }
 
 func newDlockEtcdHolder(e env, ttl time.Duration, n int) (holder, error) {
@@ -92,26 +91,7 @@ func newDlockEtcdHolder(e env, ttl time.Duration, n int) (holder, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &dlockEtcdHolder{etcdDlock: d, ttl: etcdLockTTL(ttl), leases: make(chan *dlock.Lease, n)}, nil
+	return &dlockEtcdHolder{etcd: d, dlockLeases: newDlockLeases(d.c, etcdLockTTL(ttl), n)}, nil
 }
 
-func (h *dlockEtcdHolder) hold(ctx context.Context, key string) error {
-	l, err := h.c.Lock(ctx, key, dlock.WithTTL(h.ttl))
-	if err != nil {
-		return err
-	}
-	h.leases <- l
-	return nil
-}
-
-func (h *dlockEtcdHolder) lost() int {
-	n := 0
-	for range len(h.leases) {
-		l := <-h.leases
-		if l.Err() != nil {
-			n++
-		}
-		h.leases <- l
-	}
-	return n
-}
+func (h *dlockEtcdHolder) close() { h.etcd.close() }

@@ -137,10 +137,20 @@ func (w *dlockWorker) close() {
 }
 
 type dlockHolder struct {
-	rdb    *redis.Client
+	rdb *redis.Client
+	dlockLeases
+}
+
+// dlockLeases is the holding side of the dlock and dlock-etcd holders:
+// leases taken with Lock and kept, renewed by their Client, until close.
+type dlockLeases struct {
 	c      *dlock.Client
 	ttl    time.Duration
 	leases chan *dlock.Lease
+}
+
+func newDlockLeases(c *dlock.Client, ttl time.Duration, n int) dlockLeases {
+	return dlockLeases{c: c, ttl: ttl, leases: make(chan *dlock.Lease, n)}
 }
 
 func newDlockHolder(e env, ttl time.Duration, n int) (holder, error) {
@@ -148,10 +158,10 @@ func newDlockHolder(e env, ttl time.Duration, n int) (holder, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &dlockHolder{rdb: rdb, c: c, ttl: ttl, leases: make(chan *dlock.Lease, n)}, nil
+	return &dlockHolder{rdb: rdb, dlockLeases: newDlockLeases(c, ttl, n)}, nil
 }
 
-func (h *dlockHolder) hold(ctx context.Context, key string) error {
+func (h *dlockLeases) hold(ctx context.Context, key string) error {
 	l, err := h.c.Lock(ctx, key, dlock.WithTTL(h.ttl))
 	if err != nil {
 		return err
@@ -160,7 +170,7 @@ func (h *dlockHolder) hold(ctx context.Context, key string) error {
 	return nil
 }
 
-func (h *dlockHolder) lost() int {
+func (h *dlockLeases) lost() int {
 	n := 0
 	for range len(h.leases) {
 		l := <-h.leases
