@@ -6,58 +6,26 @@ import (
 	"os"
 	"os/exec"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/dlockio/dlock/internal/proctest"
 )
 
 // hub collects the events of every worker of a fault test.
-type hub struct {
-	mu      sync.Mutex
-	events  []event
-	changed chan struct{} // closed and replaced on every event
-}
+type hub struct{ log proctest.Log[event] }
 
-func newHub() *hub { return &hub{changed: make(chan struct{})} }
+func newHub() *hub { return &hub{} }
 
-func (h *hub) add(e event) {
-	h.mu.Lock()
-	h.events = append(h.events, e)
-	close(h.changed)
-	h.changed = make(chan struct{})
-	h.mu.Unlock()
-}
+func (h *hub) add(e event) { h.log.Add(e) }
 
-func (h *hub) snapshot() []event {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return append([]event(nil), h.events...)
-}
+func (h *hub) snapshot() []event { return h.log.Events() }
 
 // waitFor waits up to timeout for an event at index from or later that
 // matches, and returns it with the index after it.
 func (h *hub) waitFor(from int, timeout time.Duration, match func(event) bool) (event, int, bool) {
-	timer := time.NewTimer(timeout)
-	defer timer.Stop()
-	for {
-		h.mu.Lock()
-		for i := from; i < len(h.events); i++ {
-			if match(h.events[i]) {
-				e := h.events[i]
-				h.mu.Unlock()
-				return e, i + 1, true
-			}
-		}
-		from = len(h.events)
-		ch := h.changed
-		h.mu.Unlock()
-		select {
-		case <-ch:
-		case <-timer.C:
-			return event{}, from, false
-		}
-	}
+	return h.log.WaitFor(from, timeout, match, nil)
 }
 
 // proc is one worker process.

@@ -8,90 +8,44 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/dlockio/dlock/internal/proctest"
 )
 
 // hub collects the events of every worker of a run, in arrival order, and
 // lets the harness wait for the event that triggers its next fault.
 type hub struct {
-	mu      sync.Mutex
-	events  []event
-	live    int           // worker processes not yet reaped
-	changed chan struct{} // closed and replaced on every change
+	log  proctest.Log[event]
+	live atomic.Int64 // worker processes not yet reaped
 }
 
-func newHub() *hub { return &hub{changed: make(chan struct{})} }
+func newHub() *hub { return &hub{} }
 
-func (h *hub) add(e event) {
-	h.mu.Lock()
-	h.events = append(h.events, e)
-	h.broadcastLocked()
-	h.mu.Unlock()
-}
+func (h *hub) add(e event) { h.log.Add(e) }
 
-func (h *hub) broadcastLocked() {
-	close(h.changed)
-	h.changed = make(chan struct{})
-}
-
-func (h *hub) started() {
-	h.mu.Lock()
-	h.live++
-	h.mu.Unlock()
-}
+func (h *hub) started() { h.live.Add(1) }
 
 // exited records a reaped worker.
 func (h *hub) exited(e event) {
-	h.mu.Lock()
-	h.live--
-	h.events = append(h.events, e)
-	h.broadcastLocked()
-	h.mu.Unlock()
+	h.live.Add(-1) // before the event, which wakes waitFor to look at live
+	h.log.Add(e)
 }
 
-func (h *hub) snapshot() []event {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return append([]event(nil), h.events...)
-}
+func (h *hub) snapshot() []event { return h.log.Events() }
 
 // waitFor returns the first event at index from or later that matches, and
 // the index after it. It gives up after timeout, or once no worker is left
 // to produce one.
 func (h *hub) waitFor(from int, timeout time.Duration, match func(event) bool) (event, int, bool) {
-	timer := time.NewTimer(timeout)
-	defer timer.Stop()
-	for {
-		h.mu.Lock()
-		for ; from < len(h.events); from++ {
-			if e := h.events[from]; match(e) {
-				h.mu.Unlock()
-				return e, from + 1, true
-			}
-		}
-		live, changed := h.live, h.changed
-		h.mu.Unlock()
-		if live == 0 {
-			return event{}, from, false
-		}
-		select {
-		case <-changed:
-		case <-timer.C:
-			return event{}, from, false
-		}
-	}
+	return h.log.WaitFor(from, timeout, match, func() bool { return h.live.Load() == 0 })
 }
 
 // running reports how many worker processes have not been reaped.
-func (h *hub) running() int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.live
-}
+func (h *hub) running() int { return int(h.live.Load()) }
 
 // proc is one worker process.
 type proc struct {

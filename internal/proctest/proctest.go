@@ -56,9 +56,8 @@ type Harness struct {
 	t   testing.TB
 	env string
 
+	log     Log[Event]
 	mu      sync.Mutex
-	events  []Event
-	changed chan struct{} // closed and replaced on every new event
 	procs   map[string]*proc
 	spawned int
 	readers sync.WaitGroup
@@ -74,7 +73,7 @@ type proc struct {
 // environment variable env. Every worker still running when the test ends
 // is killed.
 func New(t testing.TB, env string) *Harness {
-	h := &Harness{t: t, env: env, changed: make(chan struct{}), procs: map[string]*proc{}}
+	h := &Harness{t: t, env: env, procs: map[string]*proc{}}
 	t.Cleanup(h.KillAll)
 	return h
 }
@@ -120,52 +119,21 @@ func (h *Harness) Spawn(name string, cfg any) {
 				h.t.Errorf("worker %s printed %q", name, sc.Text())
 				continue
 			}
-			h.add(e)
+			h.log.Add(e)
 		}
 		_ = cmd.Wait()
 		close(p.done)
 	})
 }
 
-func (h *Harness) add(e Event) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.events = append(h.events, e)
-	close(h.changed)
-	h.changed = make(chan struct{})
-}
-
 // WaitFor returns the first event at index from or later that matches, and
 // the index after it; ok is false when timeout passes first.
 func (h *Harness) WaitFor(from int, timeout time.Duration, match func(Event) bool) (e Event, next int, ok bool) {
-	deadline := time.NewTimer(timeout)
-	defer deadline.Stop()
-	for {
-		h.mu.Lock()
-		for i := from; i < len(h.events); i++ {
-			if match(h.events[i]) {
-				e := h.events[i]
-				h.mu.Unlock()
-				return e, i + 1, true
-			}
-		}
-		from = len(h.events)
-		changed := h.changed
-		h.mu.Unlock()
-		select {
-		case <-changed:
-		case <-deadline.C:
-			return Event{}, from, false
-		}
-	}
+	return h.log.WaitFor(from, timeout, match, nil)
 }
 
 // Events returns every event so far, in arrival order.
-func (h *Harness) Events() []Event {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return append([]Event(nil), h.events...)
-}
+func (h *Harness) Events() []Event { return h.log.Events() }
 
 // Signal sends sig to worker name (nothing if it has exited); for SIGKILL
 // it waits until the process is reaped.
