@@ -97,3 +97,48 @@ func TestRedisFairFixedLeaseGetsAFullTTL(t *testing.T) {
 		unlock(t, fixed)
 	}
 }
+
+// A lease handed off to a waiter whose replies come 150 ms late (more than
+// a third of its TTL) is not lost: its place may have had too little time
+// left for a renewal's round trip when the grant was announced, so the
+// lease must not simply inherit the place's deadline. Each round hands off
+// at another point of the place's renewal cycle and holds the lease for two
+// TTLs. Before the fix, the rounds late in the cycle lost their leases.
+func TestRedisFairHandoffUnderLatency(t *testing.T) {
+	srv := redistest.Start(t)
+	proxy := redistest.NewProxy(t, srv.Addr())
+	proxy.SetLatency(150 * time.Millisecond)
+	holder := newLocker(t, srv.Addr())
+	slow := newLockerOn(t, redistest.NewClient(t, proxy.Addr()), nil)
+	ctx := ctxTimeout(t, 60*time.Second)
+	const ttl = 400 * time.Millisecond
+	// Renew a lease once first, so that Redis has the renewal script
+	// cached: a first EVALSHA is answered NOSCRIPT, a second round trip.
+	warm, err := holder.Lock(ctx, "warm-up", dlock.WithTTL(ttl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for d := warm.Deadline(); warm.Deadline().Equal(d); {
+		time.Sleep(time.Millisecond)
+	}
+	unlock(t, warm)
+	for i := range 11 {
+		l, err := holder.Lock(ctx, "lagged")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ch := acquired(t, func() (*dlock.Lease, error) {
+			return slow.Lock(ctx, "lagged", dlock.WithTTL(ttl))
+		})
+		waitInQueue(t, holder, "lagged", 1)
+		time.Sleep(time.Duration(i) * ttl / 30) // the phase of the place's renewals
+		unlock(t, l)
+		got := receive(t, ch, "the lagged waiter")
+		select {
+		case <-got.Done():
+			t.Errorf("round %d: the handed-off lease was lost within two TTLs: %v", i, context.Cause(got.Context()))
+		case <-time.After(2 * ttl):
+		}
+		unlock(t, got)
+	}
+}

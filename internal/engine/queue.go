@@ -130,13 +130,21 @@ func (e *Engine) acquireQueued(ctx context.Context, req driver.QueueRequest, ren
 			e.releaser.add(place) // enqueue may have queued or granted it, reply lost
 			return nil, err
 		}
+		// A reply so slow that the first renewal of the lease or place it
+		// grants is already due (a connection dialled on the way, a stall)
+		// would leave that renewal less than a round trip before the
+		// deadline, and a renewal cut off by its deadline costs go-redis
+		// the connection, so the next one dials too. Ask again instead, up
+		// to twice in a row: an Enqueue with the same id extends the grant
+		// or place by a full TTL from its own send time.
+		if e.now().Sub(sent) >= req.TTL/3 && slow < 2 && (res.Granted || res.Queued) {
+			slow++
+			continue
+		}
+		slow = 0
 		switch {
 		case res.Granted:
 			h, err := e.takeOver(ctx, kind, req, res.Token, sent, renew)
-			if errors.Is(err, errTooSlow) && slow < 2 {
-				slow++ // the next Enqueue with this id refreshes the lease
-				continue
-			}
 			if err != nil {
 				e.releaser.add(place)
 			}
@@ -203,9 +211,19 @@ func (e *Engine) acquireQueued(ctx context.Context, req driver.QueueRequest, ren
 			// the renewer computed from the send time of the last enqueue
 			// or renewal it saw answered: so the place's deadline is a safe
 			// deadline for the lease. A renewal in flight only makes the
-			// store's expiry later. With no time left, ask the store.
-			if w.Err() == nil && w.Deadline().Sub(e.now()) > req.TTL/10 {
-				placeSent := w.Deadline().Add(-e.validity(req.TTL))
+			// store's expiry later.
+			//
+			// The lease keeps the place's renewal schedule, so take it over
+			// only while its next renewal is still ahead. Otherwise the
+			// place is due (or its renewal is in flight, its answer about
+			// to be dropped with the place): the lease would have to be
+			// renewed at once, on a deadline that may be too close for a
+			// round trip (a grant announced late, replies that lag), and a
+			// renewal on a connection go-redis must first dial often is.
+			// Asking the store instead extends the grant by a full TTL,
+			// counted from that request, for the same one round trip.
+			placeSent := w.Deadline().Add(-e.validity(req.TTL))
+			if w.Err() == nil && placeSent.Add(req.TTL/3).After(e.now()) {
 				e.renewer.remove(w)
 				w.end(errWaitOver)
 				w = nil
