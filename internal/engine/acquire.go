@@ -129,6 +129,13 @@ func (e *Engine) attempt(ctx context.Context, a Attempt, waiting, renew bool) (*
 	if !res.Acquired {
 		return nil, res.RetryAfter, nil
 	}
+	if e.now().Sub(sent) >= a.TTL/3 {
+		var err error
+		if sent, err = e.confirm(ctx, a, id, sent); err != nil {
+			e.releaser.add(release)
+			return nil, 0, err
+		}
+	}
 	if took := e.now().Sub(sent); took >= e.validity(a.TTL) {
 		// Granted, but the answer took longer than the lease is valid: the
 		// lock may already have expired for everyone else. Never hand out a
@@ -146,4 +153,32 @@ func (e *Engine) attempt(ctx context.Context, a Attempt, waiting, renew bool) (*
 		return nil, 0, ErrClosed
 	}
 	return h, 0, nil
+}
+
+// confirm renews a grant whose answer took so long that its first renewal
+// is already due (a connection dialled on the way, a stall) and returns
+// the send time the lease then counts from: the renewal's if the store
+// still held the lease for id. Handing the lease out as it was would leave
+// its renewal less than a round trip before the deadline, and a renewal
+// cut off by its deadline costs go-redis the connection, so the next call
+// dials again. The renewal runs on the caller's ctx, not the lease's
+// deadline: finding the lease still ours means it was never lost, as an
+// expired key cannot be ours again. If the renewal fails, the caller's
+// checks decide on sent, as they would have without it.
+func (e *Engine) confirm(ctx context.Context, a Attempt, id string, sent time.Time) (time.Time, error) {
+	again := e.now()
+	held, err := call(e, ctx, func(ctx context.Context) ([]bool, error) {
+		return e.drv.Renew(ctx, []driver.RenewRequest{{Kind: a.Kind, Key: a.Key, ID: id, TTL: a.TTL}})
+	}, nil)
+	switch {
+	case ctx.Err() != nil:
+		return sent, ctxError("lock", a.Key, ctx.Err())
+	case e.isClosed():
+		return sent, ErrClosed
+	case err != nil || len(held) != 1:
+		return sent, nil
+	case !held[0]:
+		return sent, WrapBackend("lock", a.Key, fmt.Errorf("%w: the grant was lost before its slow answer arrived", errTooSlow))
+	}
+	return again, nil
 }
