@@ -221,8 +221,9 @@ func TestWatcherCloseWakesAdd(t *testing.T) {
 		s := w.subs[d.channel("k")]
 		return s != nil && s.barrier != 0
 	})
-	proxy.SetLatency(0)
-	proxy.CloseAll() // lets Close finish promptly
+	// The replies stay held while Close runs: lifting the latency first
+	// would let a reconnect confirm the Add before Close (which happened
+	// on a loaded machine).
 	_ = w.Close()
 	select {
 	case err := <-added:
@@ -232,6 +233,8 @@ func TestWatcherCloseWakesAdd(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("Add still waiting after Close")
 	}
+	proxy.SetLatency(0)
+	proxy.CloseAll()
 	if err := w.Add(ctx, "k"); err == nil {
 		t.Fatal("Add after Close: nil error")
 	}
