@@ -131,7 +131,7 @@ func (e *Engine) attempt(ctx context.Context, a Attempt, waiting, renew bool) (*
 	}
 	if e.now().Sub(sent) >= a.TTL/3 {
 		var err error
-		if sent, err = e.confirm(ctx, a, id, sent); err != nil {
+		if sent, err = e.confirm(ctx, a.Key, sent, driver.RenewRequest{Kind: a.Kind, Key: a.Key, ID: id, TTL: a.TTL}); err != nil {
 			e.releaser.add(release)
 			return nil, 0, err
 		}
@@ -157,28 +157,32 @@ func (e *Engine) attempt(ctx context.Context, a Attempt, waiting, renew bool) (*
 
 // confirm renews a grant whose answer took so long that its first renewal
 // is already due (a connection dialled on the way, a stall) and returns
-// the send time the lease then counts from: the renewal's if the store
-// still held the lease for id. Handing the lease out as it was would leave
-// its renewal less than a round trip before the deadline, and a renewal
-// cut off by its deadline costs go-redis the connection, so the next call
-// dials again. The renewal runs on the caller's ctx, not the lease's
-// deadline: finding the lease still ours means it was never lost, as an
+// the send time its leases then count from: the renewal's, if the store
+// still held every one of them. Handing the grant out as it was would
+// leave its renewal less than a round trip before the deadline, and a
+// renewal cut off by its deadline costs go-redis the connection, so the
+// next call dials again. The renewal runs on the caller's ctx, not the
+// deadline: finding a lease still ours means it was never lost, as an
 // expired key cannot be ours again. If the renewal fails, the caller's
-// checks decide on sent, as they would have without it.
-func (e *Engine) confirm(ctx context.Context, a Attempt, id string, sent time.Time) (time.Time, error) {
+// checks decide on sent, as they would have without it. name is for
+// errors.
+func (e *Engine) confirm(ctx context.Context, name string, sent time.Time, reqs ...driver.RenewRequest) (time.Time, error) {
 	again := e.now()
 	held, err := call(e, ctx, func(ctx context.Context) ([]bool, error) {
-		return e.drv.Renew(ctx, []driver.RenewRequest{{Kind: a.Kind, Key: a.Key, ID: id, TTL: a.TTL}})
+		return e.drv.Renew(ctx, reqs)
 	}, nil)
 	switch {
 	case ctx.Err() != nil:
-		return sent, ctxError("lock", a.Key, ctx.Err())
+		return sent, ctxError("lock", name, ctx.Err())
 	case e.isClosed():
 		return sent, ErrClosed
-	case err != nil || len(held) != 1:
+	case err != nil || len(held) != len(reqs):
 		return sent, nil
-	case !held[0]:
-		return sent, WrapBackend("lock", a.Key, fmt.Errorf("%w: the grant was lost before its slow answer arrived", errTooSlow))
+	}
+	for _, ok := range held {
+		if !ok {
+			return sent, WrapBackend("lock", name, fmt.Errorf("%w: the grant was lost before its slow answer arrived", errTooSlow))
+		}
 	}
 	return again, nil
 }

@@ -163,6 +163,16 @@ func (e *Engine) groupAttempt(ctx context.Context, g *Group, reqs []driver.Acqui
 	if !res.Acquired {
 		return false, res.RetryAfter, res.Busy, nil
 	}
+	if e.now().Sub(sent) >= ttl/3 {
+		renews := make([]driver.RenewRequest, len(send))
+		for i, r := range send {
+			renews[i] = driver.RenewRequest{Kind: driver.KindLock, Key: r.Key, ID: r.ID, TTL: r.TTL}
+		}
+		if sent, err = e.confirm(ctx, name, sent, renews...); err != nil {
+			releaseAll()
+			return false, 0, 0, err
+		}
+	}
 	if took := e.now().Sub(sent); took >= e.validity(ttl) {
 		releaseAll()
 		return false, 0, 0, WrapBackend("lock", name, fmt.Errorf("%w: took %v, validity %v",

@@ -36,6 +36,11 @@ func (d *slowReplies) Acquire(ctx context.Context, req driver.AcquireRequest) (d
 	return d.Driver.Acquire(ctx, req)
 }
 
+func (d *slowReplies) AcquireAll(ctx context.Context, reqs []driver.AcquireRequest) (driver.AcquireAllResult, error) {
+	defer d.late()
+	return d.Driver.AcquireAll(ctx, reqs)
+}
+
 func (d *slowReplies) Enqueue(ctx context.Context, req driver.QueueRequest) (driver.QueueResult, error) {
 	d.enqueues.Add(1)
 	defer d.late()
@@ -47,11 +52,12 @@ const slowTTL = 900 * time.Millisecond
 // sleeps returns a lateness of d of real time.
 func sleeps(d time.Duration) func() { return func() { time.Sleep(d) } }
 
-// checkFresh fails unless h's first renewal is still ahead: its validity
-// counts from a prompt request, not from the slow one.
-func checkFresh(t *testing.T, e *Engine, h *Hold) {
+// checkFresh fails unless the first renewal of a lease with this deadline
+// is still ahead: its validity counts from a prompt request, not from the
+// slow one.
+func checkFresh(t *testing.T, e *Engine, deadline time.Time) {
 	t.Helper()
-	if left, want := time.Until(h.Deadline()), e.validity(slowTTL)-slowTTL/3; left <= want {
+	if left, want := time.Until(deadline), e.validity(slowTTL)-slowTTL/3; left <= want {
 		t.Errorf("lease valid for %v after a slow grant, want more than %v (its first renewal still ahead)", left, want)
 	}
 }
@@ -70,7 +76,7 @@ func TestSlowGrantIsAskedAgain(t *testing.T) {
 	if n := drv.enqueues.Load(); n != 2 {
 		t.Errorf("%d Enqueues, want 2: the slow grant asked again once", n)
 	}
-	checkFresh(t, e, h)
+	checkFresh(t, e, h.Deadline())
 }
 
 // The plain lock's slow grant is confirmed by a renewal on the caller's
@@ -86,7 +92,7 @@ func TestSlowPlainGrantIsRenewedFirst(t *testing.T) {
 	if n := drv.acquires.Load(); n != 1 {
 		t.Errorf("%d Acquires, want 1: the renewal confirmed the grant", n)
 	}
-	checkFresh(t, e, h)
+	checkFresh(t, e, h.Deadline())
 }
 
 // A slow grant that the confirming renewal finds gone (lost while its
@@ -115,5 +121,17 @@ func TestSlowPlainGrantFoundGoneIsRetried(t *testing.T) {
 	if h.Token() <= lost {
 		t.Errorf("token %d, want above the lost grant's %d", h.Token(), lost)
 	}
-	checkFresh(t, e, h)
+	checkFresh(t, e, h.Deadline())
+}
+
+// So is a multi-key grant, all its locks in one renewal.
+func TestSlowGroupGrantIsRenewedFirst(t *testing.T) {
+	drv := &slowReplies{Driver: memdriver.New(), lateness: sleeps(400 * time.Millisecond)}
+	e := newTestEngine(t, drv)
+	g, err := e.AcquireAll(context.Background(), []driver.AcquireRequest{req("a", slowTTL), req("b", slowTTL)}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = e.ReleaseGroup(context.Background(), g) }()
+	checkFresh(t, e, g.Deadline())
 }
