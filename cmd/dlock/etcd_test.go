@@ -96,6 +96,22 @@ func TestEtcdCommands(t *testing.T) {
 	if out, code := dlockCmd(env, "list"); code != 0 || !strings.Contains(out, "held") {
 		t.Errorf("list: exit %d, %q", code, out)
 	}
+	// A reader is listed under QUEUED (the etcd driver's ListQueues).
+	reader := exec.Command(dlockBin, "run", "--shared", "--ttl", "3s", "reports", "--", "sleep", "30")
+	reader.Env = append(reader.Environ(), env...)
+	if err := reader.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = reader.Process.Kill(); _ = reader.Wait() })
+	var list string
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if list, code = dlockCmd(env, "list"); code == 0 && strings.Contains(list, "QUEUED") {
+			break
+		}
+	}
+	if !strings.Contains(list, "QUEUED") || !strings.Contains(list, "reports") || !strings.Contains(list, "shared") {
+		t.Errorf("list with a reader on etcd: exit %d, %q; want it under QUEUED", code, list)
+	}
 	if out, code := dlockCmd(env, "run", "--wait", "0", "held", "--", "true"); code != 75 {
 		t.Errorf("run of a held lock with --wait 0: exit %d, %q; want 75", code, out)
 	}
