@@ -28,9 +28,11 @@ var (
 	// carries the driver's cause.
 	ErrBackend = engine.ErrBackend
 	// ErrUpgrade: the write lock of a name (RWMutex.Lock, Client.Lock) was
-	// asked for under a context derived from a read lease of that name that
-	// is still held — an upgrade, which would wait for that reader forever.
-	// Release the read lease first (see RWMutex.Lock).
+	// asked for, on the Client that holds it, under a context derived from
+	// a read lease of that name that is still held — an upgrade, which
+	// would wait for that reader forever. Release the read lease first (see
+	// RWMutex.Lock). Another Client is not checked: it waits like any other
+	// process.
 	ErrUpgrade = errors.New("dlock: write lock requested under a read lease of the same name (upgrade)")
 	// ErrUnsupported: the driver does not offer the operation (for example
 	// Inspect on a driver without operator functions).

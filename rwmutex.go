@@ -74,8 +74,9 @@ func (m *RWMutex) TryRLock(ctx context.Context, opts ...LockOption) (*Lease, err
 // readers and the writer that arrived earlier are gone.
 //
 // When ctx is derived from a read lease of this lock that is still held
-// (its Context, or a context made from it), Lock returns ErrUpgrade at
-// once: the writer would wait for that reader forever. Release the read
+// by this RWMutex's Client (its Context, or a context made from it), Lock
+// returns ErrUpgrade at once: the writer would wait for that reader
+// forever. (On another Client it waits like any other process.) Release the read
 // lease and call Lock, and re-read what the read lease protected: another
 // writer may come first. Client.Lock and TryLock of name are refused the
 // same way. Under the write lease (or Client.Lock's lease of name), Lock
