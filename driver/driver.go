@@ -167,7 +167,7 @@ type LockInfo struct {
 	// Token is the fencing token of the current holder.
 	Token uint64        `json:"token"`
 	Owner Owner         `json:"owner"`
-	Since time.Time     `json:"since"`  // acquisition time, by the holder's clock
+	Since time.Time     `json:"since"`  // acquisition time, by the holder's clock (a grant from the queue: the store's or granter's)
 	TTL   time.Duration `json:"ttl_ns"` // time left in the store
 }
 

@@ -81,7 +81,8 @@ type Harness struct {
 //   - Inspector: Inspect, List by literal prefix, ForceRelease.
 //   - Queue (driver.Queuer): FIFO grants by hand-off, no overtaking, dead
 //     waiters and expired holders, cancelled and raced waiters, readers,
-//     permits, the TTL of a grant, InspectQueue, bad input.
+//     permits, the TTL and acquisition time of a grant, InspectQueue, bad
+//     input.
 //   - QueueList (driver.QueueLister): ListQueues by literal prefix, with
 //     holders and waiters; emptied names disappear.
 //

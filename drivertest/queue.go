@@ -20,6 +20,7 @@ var queueTests = []subtest{
 	{"Shared", testQueueShared, true},
 	{"Permits", testQueuePermits, true},
 	{"GrantTTL", testQueueGrantTTL, true},
+	{"SinceIsGrant", testQueueSinceIsGrant, true},
 	{"Inspect", testQueueInspect, true},
 	{"BadInput", testQueueBadInput, true},
 	{"AcquireAll", testQueueAcquireAll, true},

@@ -114,15 +114,24 @@ local function queue_hot()
     return string.sub(rec, 2, a - 1), string.sub(rec, a + 1, b - 1), string.sub(rec, b + 1, c - 1), string.sub(rec, c)
   end
 
+  -- q_granted is a waiter's rest of a lock value (SEP "<since>" SEP
+  -- "<owner>") with since set to now: a lease handed off from the queue was
+  -- acquired when it was granted, not when its waiter joined. (By the
+  -- store's clock, the only one a script has.)
+  local function q_granted(rest, now)
+    local owner = string.find(rest, SEP, 2, true)
+    return SEP .. now .. string.sub(rest, owner)
+  end
+
   -- q_grant_head makes the head of the queue, exclusive waiter id, the
   -- holder until exp, the expiry of its place, and returns its token; rest
   -- is from its record, last as for q_grant_exclusive. The grant keeps the
   -- place's expiry: the waiter computed its validity deadline from the send
   -- time of the request (enqueue or renewal) that set that expiry, so the
   -- lease cannot expire here before the deadline the waiter then believes in.
-  local function q_grant_head(K, id, rest, exp, t, last)
+  local function q_grant_head(K, id, rest, exp, now, t, last)
     redis.call('ZREM', K.w, id)
-    local tok = q_grant_exclusive(K, id, rest, exp, t, last)
+    local tok = q_grant_exclusive(K, id, q_granted(rest, now), exp, t, last)
     redis.call('HDEL', K.d, id)
     redis.call('ZREM', K.e, id)
     return tok
@@ -149,7 +158,7 @@ local function queue_hot()
       return false
     end
     local _, _, inbox, rest = q_waiter(rec)
-    q_announce(K, inbox, head, q_grant_head(K, head, rest, exp, t, last))
+    q_announce(K, inbox, head, q_grant_head(K, head, rest, exp, now, t, last))
     if not heads[2] and redis.call('ZCARD', K.e) == 0 then
       -- The head was the last lease: nothing would give a re-created :e
       -- an expiry. (With another waiter, :e still holds its place.)
@@ -161,7 +170,7 @@ local function queue_hot()
   return {
     EXCL = MODE_EXCL, keys = q_keys, now_ms = q_now_ms, extend = q_extend, join = q_join,
     grant_exclusive = q_grant_exclusive, announce = q_announce, waiter = q_waiter,
-    grant_head = q_grant_head, handoff = q_handoff,
+    granted = q_granted, grant_head = q_grant_head, handoff = q_handoff,
   }
 end
 
@@ -169,7 +178,7 @@ end
 -- queue_hot().
 local function queue_lib(H)
   local MODE_EXCL, MODE_SHARED = H.EXCL, '2'
-  local q_waiter, q_grant_head, q_announce = H.waiter, H.grant_head, H.announce
+  local q_waiter, q_granted, q_grant_head, q_announce = H.waiter, H.granted, H.grant_head, H.announce
 
   -- epoch_token is a shared or permit holder's token: at least every
   -- exclusive token issued for the name before (the last released one is on
@@ -249,11 +258,11 @@ local function queue_lib(H)
       local exp = redis.call('ZSCORE', K.e, head)
       local tok
       if mode == MODE_EXCL then
-        tok = q_grant_head(K, head, rest, exp, t)
+        tok = q_grant_head(K, head, rest, exp, now, t)
       else
         redis.call('ZREM', K.w, head)
         tok = epoch_token(K.last, t)
-        redis.call('HSET', K.d, head, 'H' .. mode .. SEP .. tok .. rest, '#m', mode)
+        redis.call('HSET', K.d, head, 'H' .. mode .. SEP .. tok .. q_granted(rest, now), '#m', mode)
         redis.call('HINCRBY', K.d, '#h', 1)
       end
       q_announce(K, inbox, head, tok)
