@@ -139,8 +139,11 @@ type QueueResult struct {
 	Queued bool
 	// RetryAfter, when not Granted, is how long until a store-side event
 	// could grant the request without any notification (the earliest
-	// expiry of a blocking holder) when the request is at the head of the
-	// queue or was refused; negative when unknown or not at the head.
+	// expiry of a blocking holder); negative when unknown. A store without
+	// expiry hooks reports it to every waiter, not only the head: a waiter
+	// behind others becomes the head by grants and departures it does not
+	// hear of, and the engine's poke at RetryAfter is what grants promptly
+	// after a holder dies. Others may report it to the head only.
 	RetryAfter time.Duration
 }
 

@@ -97,8 +97,9 @@ func (o occupancy) fits(m driver.Mode, limit int) bool {
 	return false
 }
 
-// retryAfter is QueueResult.RetryAfter for a request at the head: the
-// blocking holders' TTL bounds what their leases have left.
+// retryAfter is QueueResult.RetryAfter for a queued request, or a refused
+// one at the head: the blocking holders' TTL bounds what their leases have
+// left.
 func (o occupancy) retryAfter() time.Duration {
 	if o.minTTL <= 0 {
 		return -1
@@ -259,13 +260,13 @@ func (d *Driver) stepOnce(ctx context.Context, start time.Time, name string, st 
 			ops = append(ops, clientv3.OpPut(d.inboxPrefix(w.v.Inbox)+w.v.ID, string(a), clientv3.WithLease(marker)))
 		}
 	}
-	waiting := func(id string) (queued, int, bool) {
-		for i, w := range st.waiters[head:] {
+	waiting := func(id string) (queued, bool) {
+		for _, w := range st.waiters[head:] {
 			if w.v.ID == id {
-				return w, i, true
+				return w, true
 			}
 		}
-		return queued{}, 0, false
+		return queued{}, false
 	}
 
 	var pool *poolLease
@@ -273,14 +274,15 @@ func (d *Driver) stepOnce(ctx context.Context, start time.Time, name string, st 
 	res := driver.QueueResult{RetryAfter: -1}
 	if req != nil {
 		ttl, _ := ttlSeconds(req.TTL)
-		switch w, pos, ok := waiting(req.ID); {
+		switch w, ok := waiting(req.ID); {
 		case granted[req.ID]:
 			res.Granted = true // token: the Txn's revision
 		case ok:
+			// Every waiter pokes at RetryAfter, not only the head: one
+			// behind others becomes the head by grants and departures it
+			// does not hear of (driver.QueueResult.RetryAfter).
 			res.Queued, keep = true, clientv3.LeaseID(w.kv.Lease)
-			if pos == 0 {
-				res.RetryAfter = occ.retryAfter()
-			}
+			res.RetryAfter = occ.retryAfter()
 		default:
 			fits := head == len(st.waiters) && occ.fits(req.Mode, req.Limit)
 			if fits || req.Wait {
@@ -311,9 +313,7 @@ func (d *Driver) stepOnce(ctx context.Context, start time.Time, name string, st 
 				}
 				ops = append(ops, clientv3.OpPut(d.waiterKey(name, req.ID), val, clientv3.WithLease(pool.id)))
 				res.Queued = true
-				if head == len(st.waiters) {
-					res.RetryAfter = occ.retryAfter()
-				}
+				res.RetryAfter = occ.retryAfter()
 			default:
 				if head == len(st.waiters) {
 					res.RetryAfter = occ.retryAfter()
@@ -322,7 +322,7 @@ func (d *Driver) stepOnce(ctx context.Context, start time.Time, name string, st 
 		}
 	}
 	if probe != "" {
-		if w, _, ok := waiting(probe); ok {
+		if w, ok := waiting(probe); ok {
 			out.probeLease = clientv3.LeaseID(w.kv.Lease)
 		}
 	}

@@ -76,7 +76,7 @@ func (d *Driver) Enqueue(ctx context.Context, req driver.QueueRequest) (driver.Q
 			}
 			if i := q.waiterIndex(req.ID); i >= 0 {
 				q.waiters[i].expires = exp
-				return driver.QueueResult{Queued: true, RetryAfter: s.retryAfter(req.Key, q, i == 0, now)}, nil
+				return driver.QueueResult{Queued: true, RetryAfter: s.retryAfter(req.Key, q, now)}, nil
 			}
 		}
 		if (q == nil || len(q.waiters) == 0) && s.fits(req.Key, q, req.Mode, req.Limit, now) {
@@ -84,7 +84,7 @@ func (d *Driver) Enqueue(ctx context.Context, req driver.QueueRequest) (driver.Q
 			return driver.QueueResult{Granted: true, Token: tok}, nil
 		}
 		if !req.Wait {
-			return driver.QueueResult{RetryAfter: s.retryAfter(req.Key, q, true, now)}, nil
+			return driver.QueueResult{RetryAfter: s.retryAfter(req.Key, q, now)}, nil
 		}
 		if q == nil {
 			q = &queueState{holders: make(map[string]holderState)}
@@ -92,7 +92,7 @@ func (d *Driver) Enqueue(ctx context.Context, req driver.QueueRequest) (driver.Q
 		}
 		q.waiters = append(q.waiters, waiterState{id: req.ID, mode: req.Mode, limit: req.Limit,
 			inbox: req.Inbox, owner: req.Owner, expires: exp})
-		return driver.QueueResult{Queued: true, RetryAfter: s.retryAfter(req.Key, q, len(q.waiters) == 1, now)}, nil
+		return driver.QueueResult{Queued: true, RetryAfter: s.retryAfter(req.Key, q, now)}, nil
 	})
 }
 
@@ -194,12 +194,10 @@ func (s *store) grant(key, id string, mode driver.Mode, owner driver.Owner, now,
 	return tok
 }
 
-// retryAfter is QueueResult.RetryAfter: for the head (or a refused
-// request), the time until the first holder expires; else unknown.
-func (s *store) retryAfter(key string, q *queueState, head bool, now time.Time) time.Duration {
-	if !head {
-		return -1
-	}
+// retryAfter is QueueResult.RetryAfter: the time until the first holder
+// expires, for every queued or refused request (a waiter behind others may
+// become the head by grants it does not hear of).
+func (s *store) retryAfter(key string, q *queueState, now time.Time) time.Duration {
 	var first time.Time
 	if l, ok := s.live(key, now); ok {
 		first = l.expires
@@ -228,7 +226,7 @@ func (s *store) busy(key string, now time.Time) (time.Duration, bool) {
 	if q == nil {
 		return 0, false
 	}
-	return s.retryAfter(key, q, len(q.waiters) == 0, now), true
+	return s.retryAfter(key, q, now), true
 }
 
 // releaseQueued releases a lease of a queued kind.

@@ -6,9 +6,13 @@
 -- "<limit>" SEP "<inbox>": one argument, as acquire.lua has, because each
 -- argument costs Redis about 0.7 µs per call.
 -- Returns the token (a string of digits) when granted; "Q<retry ms>" when
--- queued; the retry ms (an integer) when refused. Retry is TTL_UNKNOWN when
--- unknown or not at the head. The common cases reply as acquire.lua does,
--- without building a string.
+-- queued; the retry ms (an integer) when refused. Retry is the time until
+-- the first blocking holder expires, TTL_UNKNOWN when there is none (only
+-- waiters ahead, whose grants are announced). Every waiter gets it, not
+-- only the head: one behind others becomes the head by grants and
+-- departures it does not hear of, and its poke at that expiry is what
+-- grants the name promptly if the holder died (Redis has no expiry hook).
+-- The common cases reply as acquire.lua does, without building a string.
 local idp, rest, req = ARGV[1], ARGV[3], ARGV[4]
 local wait = string.byte(req, 2) == 49 -- '1'
 -- One MGET, as in acquire.lua, so that the common cases cost what a plain
@@ -43,17 +47,15 @@ local rec_new = 'W' .. mode .. string.sub(req, 3) .. rest -- W<mode>:<limit>:<in
 if queued and v then
   -- Held exclusively by another: nothing is grantable before that holder
   -- leaves, so the queue needs no settling (its expired entries go at the
-  -- next call that grants), and a new waiter just joins. The head waits
-  -- for that holder's expiry.
+  -- next call that grants), and a new waiter just joins. It waits for that
+  -- holder's expiry.
   if not wait then
     return redis.call('PTTL', K.lock)
   end
   local rec, x = unpack(redis.call('HMGET', K.d, id, '#x'))
   if not rec then
-    if q_join(K, id, rec_new, now, ttl, x) then
-      return 'Q' .. redis.call('PTTL', K.lock)
-    end
-    return 'Q__TTL_UNKNOWN__'
+    q_join(K, id, rec_new, now, ttl, x)
+    return 'Q' .. redis.call('PTTL', K.lock)
   end
 end
 
@@ -78,10 +80,7 @@ if rec then
     local b = string.find(rec, SEP, a + 1, true)
     return string.sub(rec, a + 1, b - 1)
   end
-  if redis.call('ZRANK', K.w, id) == 0 then
-    return 'Q' .. q_retry_after(K, now)
-  end
-  return 'Q__TTL_UNKNOWN__'
+  return 'Q' .. q_retry_after(K, now)
 end
 
 if redis.call('ZCARD', K.w) == 0 and q_fits(K, mode, limit) then
@@ -96,7 +95,5 @@ end
 if not wait then
   return q_retry_after(K, now)
 end
-if q_join(K, id, rec_new, now, ttl) then
-  return 'Q' .. q_retry_after(K, now)
-end
-return 'Q__TTL_UNKNOWN__'
+q_join(K, id, rec_new, now, ttl)
+return 'Q' .. q_retry_after(K, now)

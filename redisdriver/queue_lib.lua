@@ -71,8 +71,7 @@ local function queue_hot()
   end
 
   -- q_join queues waiter id behind the others until now + ttl; x is '#x' as
-  -- read (or nil). rec is the waiter's record. It returns whether the waiter
-  -- is now the head.
+  -- read (or nil). rec is the waiter's record.
   local function q_join(K, id, rec, now, ttl, x)
     local exp = now + ttl
     local seq = redis.call('HINCRBY', K.d, '#s', 1)
@@ -82,9 +81,7 @@ local function queue_hot()
     x = q_extend(K, exp, ttl, x)
     if redis.call('ZCARD', K.w) == 1 then
       redis.call('PEXPIREAT', K.w, x) -- it was empty, so it is new
-      return true
     end
-    return false
   end
 
   -- q_grant_exclusive makes id the exclusive holder until exp (absolute ms)
@@ -277,9 +274,9 @@ local function queue_lib(H)
     return tonumber(redis.call('HGET', K.d, '#h') or '0') > 0 or redis.call('ZCARD', K.w) > 0
   end
 
-  -- q_retry_after is the time until the first holder expires, for the head
-  -- of the queue (or a refused request); TTL_UNKNOWN when only waiters
-  -- stand ahead (their grants are announced).
+  -- q_retry_after is the time until the first holder expires, for a queued
+  -- or refused request; TTL_UNKNOWN when only waiters stand ahead (their
+  -- grants are announced).
   local function q_retry_after(K, now)
     local first = false
     local pt = redis.call('PTTL', K.lock)

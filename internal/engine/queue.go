@@ -187,7 +187,7 @@ func (e *Engine) acquireQueued(ctx context.Context, req driver.QueueRequest, ren
 			default:
 			}
 		}
-		// The head pokes the store when a blocking holder expires: a store
+		// A waiter pokes the store when a blocking holder expires: a store
 		// without expiry hooks grants only when a request touches the name.
 		var pokeC <-chan time.Time
 		if res.RetryAfter >= 0 {
