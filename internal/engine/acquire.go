@@ -129,14 +129,16 @@ func (e *Engine) attempt(ctx context.Context, a Attempt, waiting, renew bool) (*
 	if !res.Acquired {
 		return nil, res.RetryAfter, nil
 	}
-	if e.now().Sub(sent) >= a.TTL/3 {
+	took := e.now().Sub(sent)
+	if took >= a.TTL/3 {
 		var err error
 		if sent, err = e.confirm(ctx, a.Key, sent, driver.RenewRequest{Kind: a.Kind, Key: a.Key, ID: id, TTL: a.TTL}); err != nil {
 			e.releaser.add(release)
 			return nil, 0, err
 		}
+		took = e.now().Sub(sent)
 	}
-	if took := e.now().Sub(sent); took >= e.validity(a.TTL) {
+	if took >= e.validity(a.TTL) {
 		// Granted, but the answer took longer than the lease is valid: the
 		// lock may already have expired for everyone else. Never hand out a
 		// lease that is over before it starts.
