@@ -231,10 +231,14 @@ func lookStatus(ctx context.Context, c *dlock.Client, key string) (st lockStatus
 	if err := checkKey(c, key); err != nil {
 		return st, err
 	}
-	if st.info, st.held, err = c.Inspect(ctx, key); err != nil {
+	// The queue first: reading it grants what expiries made grantable
+	// (Redis has no expiry hook), and the plain read then sees that grant.
+	// In the other order a holder that expired with a waiter queued read
+	// as free, and the queue read then handed the lock on unseen.
+	if st.queue, st.queued, err = inspectQueue(ctx, c, key); err != nil {
 		return st, err
 	}
-	st.queue, st.queued, err = inspectQueue(ctx, c, key)
+	st.info, st.held, err = c.Inspect(ctx, key)
 	return st, err
 }
 

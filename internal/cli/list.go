@@ -42,10 +42,12 @@ func listCommand(ctx context.Context, s *invocation, o operatorFlags, args []str
 	var infos []dlock.LockInfo
 	var queues []dlock.QueueInfo
 	err := s.withClient(ctx, *o.timeout, func(ctx context.Context, c *dlock.Client) (err error) {
-		if infos, err = c.List(ctx, fs.Arg(0)); err != nil {
+		// The queues first, as in lookStatus: reading them makes the
+		// grants that expiries allow, which List then sees.
+		if queues, err = listQueues(ctx, c, fs.Arg(0)); err != nil {
 			return err
 		}
-		queues, err = listQueues(ctx, c, fs.Arg(0))
+		infos, err = c.List(ctx, fs.Arg(0))
 		return err
 	})
 	if err != nil {

@@ -1,0 +1,45 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	dl "github.com/dlockio/dlock"
+	"github.com/redis/go-redis/v9"
+)
+
+// A holder that died with a waiter queued: once its key expires, status
+// and list report the lock the way the next command will find it, held by
+// that waiter. Reading the queue is what grants it (Redis has no expiry
+// hook); status and list used to read the plain lock first, saw it free,
+// and then handed it on unseen: "not held", exit 1, while run -n found it
+// held.
+func TestStatusAndListAfterAHolderExpired(t *testing.T) {
+	t.Parallel()
+	url, admin := server(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for _, cmd := range []string{"status", "list"} {
+		key := "expired-" + cmd
+		holderRdb := redis.NewClient(&redis.Options{Addr: admin.Options().Addr})
+		waiterRdb := redis.NewClient(&redis.Options{Addr: admin.Options().Addr})
+		holder, waiter := testClient(t, holderRdb), testClient(t, waiterRdb)
+		if _, err := holder.Lock(ctx, key, dl.WithTTL(time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		go func() { _, _ = waiter.Lock(ctx, key, dl.WithTTL(20*time.Second), dl.WithMeta("the waiter")) }()
+		waitWaiters(t, holder, key, 1)
+		// Both die: nothing of theirs reaches Redis any more.
+		_ = holderRdb.Close()
+		_ = waiterRdb.Close()
+		for lockHeld(t, admin, key) { // until the holder's key expires
+			time.Sleep(5 * time.Millisecond)
+		}
+		code, stdout, stderr := dlock(t, url, cmd, key)
+		if code != 0 || !strings.Contains(stdout, "the waiter") {
+			t.Errorf("%s after the holder expired: exit %d, stdout %q, stderr %q; want the waiter's grant", cmd, code, stdout, stderr)
+		}
+	}
+}
