@@ -43,3 +43,24 @@ func TestStatusAndListAfterAHolderExpired(t *testing.T) {
 		}
 	}
 }
+
+// unlock --force on a name held only by readers says it cannot break
+// them, instead of calling the lock free.
+func TestUnlockForceOfReaders(t *testing.T) {
+	t.Parallel()
+	url, rdb := server(t)
+	c := testClient(t, rdb)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	r, err := c.RWMutex("read").RLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr := dlock(t, url, "unlock", "--force", "read")
+	if code != 1 || !strings.Contains(stderr, "no exclusive holder to break (1 reader or permit holder;") {
+		t.Errorf("unlock --force of a read-held name: exit %d, stderr %q", code, stderr)
+	}
+	if r.Err() != nil {
+		t.Errorf("the reader's lease ended: %v", r.Err())
+	}
+}

@@ -207,9 +207,9 @@ Every flag of run, status, list and unlock can also be set by a DLOCK_*
 variable named after its long form (--min-hold: DLOCK_MIN_HOLD=2m,
 --quiet: DLOCK_QUIET=1). A flag on the command line wins over the variable,
 the variable over the default; a bad value in either is a usage error (64).
-Not from the environment: unlock --force, run -c and status --watch (they
-say what to do, not how), -n (its variable form is DLOCK_WAIT=0), --help
-and --version.
+Not from the environment: unlock --force, run -c, --shared, --permits and
+status --watch (they say what to do, not how), -n (its variable form is
+DLOCK_WAIT=0), --help and --version.
 demo, completion and version read no variables.
 Durations are seconds (10, 0.5) or Go durations (1m30s, 500ms).
 `

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/dlockio/dlock"
+	"github.com/dlockio/dlock/driver"
 	"github.com/dlockio/dlock/redisdriver"
 )
 
@@ -60,7 +61,9 @@ token: a resource that rejects tokens up to it is safe from the broken
 holder, and every later acquisition gets a higher one. The holder finds out
 at its next renewal (within a third of its TTL): its lease ends as lost, and
 a 'dlock run' holding it terminates its command and exits 76.
-Exit status 1 when the lock was free.
+Exit status 1 when the lock was free. Readers (run --shared) and permit
+holders (run --permits) cannot be broken: with only those, it says so and
+exits 1; they end when their processes do, or within one TTL of dying.
 
 --json prints {"key": ..., "broken": true, "token": N}, or
 {"key": ..., "broken": false} for a free lock.
@@ -291,11 +294,20 @@ func unlockCommand(ctx context.Context, s *invocation, o operatorFlags, force *b
 	}
 	var token uint64
 	var held bool
+	var shares int // readers and permit holders of a name with no exclusive holder
 	err = s.withClient(ctx, *o.timeout, func(ctx context.Context, c *dlock.Client) (err error) {
 		if err := checkKey(c, key); err != nil {
 			return err
 		}
-		token, held, err = c.ForceRelease(ctx, key)
+		if token, held, err = c.ForceRelease(ctx, key); err != nil || held {
+			return err
+		}
+		q, _, err := inspectQueue(ctx, c, key)
+		for _, h := range q.Holders {
+			if h.Mode != driver.ModeExclusive {
+				shares++
+			}
+		}
 		return err
 	})
 	if err != nil {
@@ -314,7 +326,11 @@ func unlockCommand(ctx context.Context, s *invocation, o operatorFlags, force *b
 			return err
 		}
 	}
-	if !held {
+	switch {
+	case shares > 0:
+		return &exitError{code: ExitNotHeld, err: fmt.Errorf("lock %q has no exclusive holder to break (%s; unlock --force breaks exclusive locks only)",
+			key, countOf(shares, "reader or permit holder"))}
+	case !held:
 		return &exitError{code: ExitNotHeld, err: fmt.Errorf("lock %q is not held", key)}
 	}
 	return nil

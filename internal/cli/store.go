@@ -104,8 +104,12 @@ func (s *invocation) chosenStore() (*store, error) {
 	case len(vars) == 1:
 		return vars[0], nil
 	case len(vars) > 1:
-		return nil, usageErrorf("%s are all set: unset all but one, or choose with %s (see dlock --help)",
-			names(vars, envName), names(vars, func(f string) string { return "--" + f }))
+		all, but := "all", "all but one"
+		if len(vars) == 2 {
+			all, but = "both", "one"
+		}
+		return nil, usageErrorf("%s are %s set: unset %s, or choose with %s (see dlock --help)",
+			names(vars, envName), all, but, names(vars, func(f string) string { return "--" + f }))
 	}
 	r := s.redis()
 	return &store{backend: r.backend, value: defaultRedisURL, set: true}, nil
