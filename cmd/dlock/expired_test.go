@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -62,5 +63,37 @@ func TestUnlockForceOfReaders(t *testing.T) {
 	}
 	if r.Err() != nil {
 		t.Errorf("the reader's lease ended: %v", r.Err())
+	}
+}
+
+// status --json of a lock held exclusively with a waiter keeps the plain
+// form's fields (token, since, held_ms) and gains the queue's.
+func TestStatusJSONKeepsTheTokenWithWaiters(t *testing.T) {
+	t.Parallel()
+	url, rdb := server(t)
+	c := testClient(t, rdb)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	l, err := c.Lock(ctx, "busy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, stop := context.WithCancel(ctx)
+	defer stop()
+	go func() { _, _ = c.Lock(wctx, "busy") }()
+	waitWaiters(t, c, "busy", 1)
+	code, stdout, stderr := dlock(t, url, "status", "--json", "busy")
+	var got struct {
+		Held    bool             `json:"held"`
+		Token   uint64           `json:"token"`
+		HeldMS  *int64           `json:"held_ms"`
+		Holders []map[string]any `json:"holders"`
+		Waiters []map[string]any `json:"waiters"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &got); code != 0 || err != nil {
+		t.Fatalf("status --json: exit %d, %v, %q; stderr %q", code, err, stdout, stderr)
+	}
+	if !got.Held || got.Token != l.Token() || got.HeldMS == nil || len(got.Holders) != 1 || len(got.Waiters) != 1 {
+		t.Errorf("status --json of a held lock with a waiter: %s", stdout)
 	}
 }

@@ -249,7 +249,14 @@ func lookStatus(ctx context.Context, c *dlock.Client, key string) (st lockStatus
 // returns the not-held error (status 1) for a free lock.
 func (s *invocation) writeStatus(st lockStatus, jsonOut func(any) error) error {
 	if st.queued {
-		// Readers, permits or waiters: shared.go's form.
+		// Readers, permits or waiters: shared.go's form. In JSON an
+		// exclusive holder with waiters keeps the plain form's fields too,
+		// as in list --json, so that .token does not vanish when someone
+		// queues.
+		if st.held && jsonOut != nil {
+			qj := toQueueJSON(st.queue)
+			return jsonOut(lockQueueJSON{lockJSON: toJSON(st.info, time.Now()), Holders: qj.Holders, Waiters: qj.Waiters})
+		}
 		return s.queueStatus(st.queue, jsonOut)
 	}
 	key, info, held := st.key, st.info, st.held
