@@ -18,8 +18,8 @@ is COMMAND's, as given. Short flags combine (-nq is -n -q; -qw 5 is -q -w
 5). -n (also --nb, --nonblock, as in flock) is flock's no-wait and takes
 no value ("-n 3" is refused; 3 permits are --permits 3). Durations are
 seconds (10, 0.5) or Go durations (1m30s).
-Every flag but -n, -c, --shared, --permits and --help can be set by its DLOCK_* variable
-(shown below); the command line wins over the variable.
+Every flag but -n, -c, --shared, --permits and --help can be set by its
+DLOCK_* variable (shown below); the command line wins over the variable.
 
 Shared runs: --shared (-s) takes a read lease of the read-write lock KEY
 instead of the lock: any number of --shared runs hold KEY at once, and a
