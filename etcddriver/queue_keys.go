@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/dlockio/dlock/driver"
@@ -25,6 +26,20 @@ const (
 )
 
 func lenPrefixed(s string) string { return strconv.Itoa(len(s)) + "/" + s + "/" }
+
+// queueName is the name at the start of rest, "<len>/<name>/...": the
+// inverse of lenPrefixed.
+func queueName(rest string) (string, error) {
+	slash := strings.IndexByte(rest, '/')
+	if slash < 0 {
+		return "", errors.New("no length")
+	}
+	n, err := strconv.Atoi(rest[:slash])
+	if err != nil || n < 0 || slash+1+n > len(rest) {
+		return "", fmt.Errorf("bad length %q", rest[:slash])
+	}
+	return rest[slash+1 : slash+1+n], nil
+}
 
 // queuePrefix holds every waiter and queued holder of name: one range, so
 // that Acquire refuses a name with any of them in one compare.

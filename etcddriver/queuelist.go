@@ -2,10 +2,8 @@ package etcddriver
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/dlockio/dlock/driver"
@@ -51,17 +49,4 @@ func (d *Driver) ListQueues(ctx context.Context, prefix string) ([]driver.QueueI
 		}
 	}
 	return infos, nil
-}
-
-// queueName is the name in "<len>/<name>/..." (lenPrefixed).
-func queueName(rest string) (string, error) {
-	slash := strings.IndexByte(rest, '/')
-	if slash < 0 {
-		return "", errors.New("no length")
-	}
-	n, err := strconv.Atoi(rest[:slash])
-	if err != nil || n < 0 || slash+1+n > len(rest) {
-		return "", fmt.Errorf("bad length %q", rest[:slash])
-	}
-	return rest[slash+1 : slash+1+n], nil
 }
