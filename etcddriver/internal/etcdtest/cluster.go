@@ -2,6 +2,7 @@ package etcdtest
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"sync"
 	"testing"
@@ -23,28 +24,62 @@ type Cluster struct {
 	Members []*Member
 }
 
+// startAttempts is how many times StartCluster tries fresh ports when a
+// member finds one of its ports taken.
+const startAttempts = 5
+
 // StartCluster runs an n-member cluster and waits until every member is
 // healthy (a leader is elected).
 func StartCluster(t testing.TB, n int) *Cluster {
 	t.Helper()
-	ms := newMembers(t, n)
-	for _, m := range ms {
-		if err := m.launch(); err != nil {
-			t.Fatalf("etcdtest: start %s: %v", m.name, err)
+	return startCluster(t, n, freePorts)
+}
+
+// startCluster is StartCluster with the port picker as a parameter, so a
+// test can hand it a port that is taken.
+func startCluster(t testing.TB, n int, pick func(n int) ([]int, error)) *Cluster {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		ms := newMembers(t, n, pick)
+		for _, m := range ms {
+			if err := m.launch(); err != nil {
+				t.Fatalf("etcdtest: start %s: %v", m.name, err)
+			}
 		}
-	}
-	var wg sync.WaitGroup
-	errs := make([]error, n)
-	for i, m := range ms {
-		wg.Go(func() { errs[i] = waitHealthy(m, startTimeout) })
-	}
-	wg.Wait()
-	for i, err := range errs {
-		if err != nil {
-			t.Fatalf("etcdtest: member %s: %v\n%s", ms[i].name, err, ms[i].logTail(30))
+		// A member that exits leaves the others without a quorum: stop
+		// waiting for them then, rather than for the whole timeout.
+		var wg sync.WaitGroup
+		var once sync.Once
+		abort := make(chan struct{})
+		errs := make([]error, n)
+		for i, m := range ms {
+			wg.Go(func() {
+				if errs[i] = waitHealthy(m, startTimeout, abort); errors.Is(errs[i], errExited) {
+					once.Do(func() { close(abort) })
+				}
+			})
 		}
+		wg.Wait()
+		failed, taken := -1, false
+		for i, err := range errs {
+			if err != nil && (failed < 0 || errors.Is(err, errExited)) {
+				failed = i
+			}
+			taken = taken || ms[i].portTaken()
+		}
+		if failed < 0 {
+			return &Cluster{t: t, Members: ms}
+		}
+		// Ports are free when picked, not when etcd binds them: another
+		// test's server may take one in between. Start again elsewhere.
+		if taken && attempt < startAttempts {
+			for _, m := range ms {
+				m.Kill()
+			}
+			continue
+		}
+		t.Fatalf("etcdtest: member %s: %v\n%s", ms[failed].name, errs[failed], ms[failed].logTail(30))
 	}
-	return &Cluster{t: t, Members: ms}
 }
 
 // Endpoints returns every member's client address.

@@ -2,6 +2,7 @@ package etcdtest
 
 import (
 	"context"
+	"net"
 	"testing"
 	"time"
 )
@@ -54,4 +55,56 @@ func TestClusterLeader(t *testing.T) {
 		t.Fatalf("after killing leader %d: leader %d, ok %v", li, next, ok)
 	}
 	c.Members[li].Restart()
+}
+
+// freePorts never hands out the same port twice in one call.
+func TestFreePortsAreDistinct(t *testing.T) {
+	for range 50 {
+		ps, err := freePorts(8)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen := map[int]bool{}
+		for _, p := range ps {
+			if seen[p] {
+				t.Fatalf("port %d twice in %v", p, ps)
+			}
+			seen[p] = true
+		}
+	}
+}
+
+// A member whose port another process took meanwhile does not fail the
+// test: the cluster starts again on other ports.
+func TestStartClusterRetriesATakenPort(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	taken := ln.Addr().(*net.TCPAddr).Port
+	calls := 0
+	pick := func(n int) ([]int, error) {
+		calls++
+		ps, err := freePorts(n)
+		if err == nil && calls == 1 {
+			ps[len(ps)-1] = taken // the last member's peer port
+		}
+		return ps, err
+	}
+	c := startCluster(t, 2, pick)
+	if calls != 2 {
+		t.Errorf("ports picked %d times, want 2 (one retry)", calls)
+	}
+	for _, m := range c.Members {
+		if m.peer == taken || m.client == taken {
+			t.Errorf("member %s runs on the taken port %d", m.name, taken)
+		}
+	}
+	cli := Client(t, c.Endpoints()...)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := cli.Put(ctx, "k", "v"); err != nil {
+		t.Errorf("Put on the restarted cluster: %v", err)
+	}
 }

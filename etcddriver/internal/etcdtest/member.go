@@ -58,12 +58,28 @@ func binary(t testing.TB) string {
 }
 
 func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ps, err := freePorts(1)
 	if err != nil {
 		return 0, err
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
+	return ps[0], nil
+}
+
+// freePorts returns n distinct loopback ports that were free a moment ago.
+// Every listener stays open until all n are picked: a port closed and
+// asked for again can come back, and a member given the same port for
+// its client and peer URLs cannot start.
+func freePorts(n int) ([]int, error) {
+	ports := make([]int, 0, n)
+	for range n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		defer ln.Close()
+		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
 }
 
 func (m *Member) peerURL() string   { return "http://127.0.0.1:" + strconv.Itoa(m.peer) }
@@ -110,12 +126,20 @@ func (m *Member) launch() error {
 // needs a leader), or fails the test.
 func (m *Member) waitHealthy() {
 	m.t.Helper()
-	if err := waitHealthy(m, startTimeout); err != nil {
+	if err := waitHealthy(m, startTimeout, nil); err != nil {
 		m.t.Fatalf("etcdtest: member %s: %v\n%s", m.name, err, m.logTail(30))
 	}
 }
 
-func waitHealthy(m *Member, timeout time.Duration) error {
+// errExited is waitHealthy's error for a member that exited.
+var errExited = errors.New("exited during start")
+
+// errGaveUp is waitHealthy's error once abort is closed.
+var errGaveUp = errors.New("start abandoned: another member exited")
+
+// waitHealthy polls m's /health for up to timeout, or until abort is
+// closed (nil: never).
+func waitHealthy(m *Member, timeout time.Duration, abort <-chan struct{}) error {
 	deadline := time.Now().Add(timeout)
 	client := &http.Client{Timeout: 500 * time.Millisecond}
 	var last error
@@ -125,7 +149,9 @@ func waitHealthy(m *Member, timeout time.Duration) error {
 		m.mu.Unlock()
 		select {
 		case <-done:
-			return errors.New("exited during start")
+			return errExited
+		case <-abort:
+			return errGaveUp
 		default:
 		}
 		resp, err := client.Get(m.clientURL() + "/health")
@@ -236,6 +262,13 @@ func (m *Member) logTail(n int) string {
 	return strings.Join(lines, "\n")
 }
 
+// portTaken reports whether the member's log says one of its ports was
+// in use: another process took it between freePorts and etcd's bind.
+func (m *Member) portTaken() bool {
+	b, err := os.ReadFile(m.logPath)
+	return err == nil && strings.Contains(string(b), "address already in use")
+}
+
 func (m *Member) cleanup() {
 	m.mu.Lock()
 	paused := m.paused
@@ -247,21 +280,20 @@ func (m *Member) cleanup() {
 }
 
 // newMembers prepares n members on free ports in fresh data directories.
-func newMembers(t testing.TB, n int) []*Member {
+func newMembers(t testing.TB, n int, pick func(n int) ([]int, error)) []*Member {
 	t.Helper()
 	bin := binary(t)
 	base := t.TempDir()
+	ports, err := pick(2 * n)
+	if err != nil {
+		t.Fatalf("etcdtest: free port: %v", err)
+	}
 	ms := make([]*Member, n)
 	var initial []string
 	for i := range ms {
-		cp, err1 := freePort()
-		pp, err2 := freePort()
-		if err := errors.Join(err1, err2); err != nil {
-			t.Fatalf("etcdtest: free port: %v", err)
-		}
 		name := "m" + strconv.Itoa(i)
 		ms[i] = &Member{t: t, bin: bin, name: name, dir: filepath.Join(base, name),
-			logPath: filepath.Join(base, name+".log"), client: cp, peer: pp}
+			logPath: filepath.Join(base, name+".log"), client: ports[2*i], peer: ports[2*i+1]}
 		initial = append(initial, name+"="+ms[i].peerURL())
 	}
 	for _, m := range ms {
