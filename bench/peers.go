@@ -77,6 +77,7 @@ func diagnosticPeers() []peer {
 	return []peer{
 		{name: "dlock-trace", waits: "as dlock-plain; the driver is wrapped to time each handoff step", newWorker: newTracedDlockWorker},
 		{name: "raw-fifo", waits: "FIFO list in Redis: the release pops the head and publishes to it (a floor, not a usable lock)", newWorker: newRawFIFOWorker},
+		{name: "min-fifo", waits: "raw-fifo plus what the fair lock's promises need of the store: waiter expiry, fencing, ownership check (a floor, not a usable lock)", newWorker: newMinFIFOWorker},
 		{name: "dlock-shared", waits: "as dlock-plain, but all workers share one Client: waiters queue in-process and a release wakes one", newWorker: newSharedDlockWorker},
 	}
 }
