@@ -1,0 +1,88 @@
+package etcddriver
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/dlockio/dlock"
+	"github.com/dlockio/dlock/etcddriver/internal/etcdtest"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// A fair waiter that joined behind another, and became the head when that
+// one gave up, takes over a crashed holder's lock within TTL/3 of etcd
+// deleting the holder's key at its lease's expiry. Not at once, as on
+// Redis: the deletion itself grants nothing (etcd runs no code of ours on
+// expiry), so the grant comes with the next queue step, a waiter's poke
+// (sent one holder TTL after its enqueue, which is later than the
+// holder's expiry by up to one of the holder's renewal intervals) or its
+// place's renewal (every TTL/3).
+func TestFairLockCrashedHolderTakenOverByTheNewHead(t *testing.T) {
+	m := member(t)
+	admin := etcdtest.Client(t, m.Addr())
+	holderCli := etcdtest.Client(t, m.Addr())
+	holder, d := rootClient(t, holderCli)
+	first, _ := rootClient(t, admin)
+	second, _ := rootClient(t, admin)
+	const name, ttl = "crash", 3 * time.Second
+	ctx := ctxT(t)
+	start := time.Now()
+	if _, err := holder.Lock(ctx, name, dlock.WithFIFO(), dlock.WithTTL(ttl)); err != nil {
+		t.Fatal(err)
+	}
+	// Deletion of the holder's key, as etcd reports it.
+	deleted := make(chan time.Time, 1)
+	wctx, stop := context.WithCancel(ctx)
+	defer stop()
+	wch := admin.Watch(wctx, d.lockKey(name), clientv3.WithFilterPut())
+	go func() {
+		for resp := range wch {
+			if len(resp.Events) > 0 {
+				deleted <- time.Now()
+				return
+			}
+		}
+	}()
+	firstCtx, giveUp := context.WithCancel(ctx)
+	gaveUp := make(chan error, 1)
+	go func() {
+		_, err := first.Lock(firstCtx, name, dlock.WithFIFO(), dlock.WithTTL(ttl))
+		gaveUp <- err
+	}()
+	waitQueue(t, d, name, 1)
+	time.Sleep(time.Until(start.Add(ttl / 5)))
+	got := make(chan granted, 1)
+	go func() {
+		l, err := second.Lock(ctx, name, dlock.WithFIFO(), dlock.WithTTL(ttl))
+		got <- granted{2, l, err}
+	}()
+	waitQueue(t, d, name, 2)
+	if time.Since(start) >= ttl/3 {
+		t.Skipf("the waiters took %v to queue: the holder renewed before its crash, which the test needs it not to", time.Since(start))
+	}
+	_ = holderCli.Close() // the holder crashes: never renewed or released again
+	giveUp()
+	if err := <-gaveUp; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the first waiter, cancelled: %v", err)
+	}
+	var at time.Time
+	select {
+	case at = <-deleted:
+	case <-time.After(2 * ttl):
+		t.Fatal("the crashed holder's key was not deleted within two TTLs")
+	}
+	g := <-got
+	if g.err != nil {
+		t.Fatal(g.err)
+	}
+	late := time.Since(at)
+	t.Logf("key deleted %v after the acquisition; the new head got the lock %v later", at.Sub(start).Round(time.Millisecond), late.Round(time.Millisecond))
+	// TTL/3 between the waiter's renewals, plus one queue step (a read and
+	// a Txn) on a loaded machine.
+	if bound := ttl/3 + 500*time.Millisecond; late > bound {
+		t.Errorf("the new head got the lock %v after etcd deleted the crashed holder's key, want within %v", late.Round(time.Millisecond), bound)
+	}
+	_ = g.lease.Unlock(ctx)
+}
