@@ -205,7 +205,7 @@ func (f *flagSet) parseArgs(args []string) error {
 	}
 	msg := err.Error()
 	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: "); ok {
-		msg = "unknown flag " + name
+		msg = "unknown flag " + asTyped(args, name)
 	} else if name, ok := strings.CutPrefix(msg, "flag needs an argument: -"); ok {
 		if s := f.lookup(name); s != nil {
 			name = s.name
@@ -213,6 +213,22 @@ func (f *flagSet) parseArgs(args []string) error {
 		msg = "--" + name + " needs a value"
 	}
 	return usageErrorf("%s (see %s)", msg, helpRef(f.cmd))
+}
+
+// asTyped is the flag the flag package reports as name ("-bogus", with one
+// dash whatever was typed) as the command line spelled it: "--bogus".
+func asTyped(args []string, name string) string {
+	bare := strings.TrimLeft(name, "-")
+	for _, a := range args {
+		if a == "--" {
+			break
+		}
+		flagName, _, _ := strings.Cut(a, "=")
+		if strings.HasPrefix(flagName, "-") && strings.TrimLeft(flagName, "-") == bare {
+			return flagName
+		}
+	}
+	return name
 }
 
 // takesValue reports whether arg (as written, "-w" or "--wait") is a flag

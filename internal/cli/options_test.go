@@ -179,8 +179,8 @@ func TestMetricsFlagOnlyWithAnExporter(t *testing.T) {
 		t.Errorf("run --help without an exporter: status %d, shows --metrics-addr: %v", code, strings.Contains(stdout, "metrics-addr"))
 	}
 	code, _, stderr := runWith(Options{}, nil, "run", "--metrics-addr", "127.0.0.1:1", "k", "--", "true")
-	if code != ExitUsage || !strings.Contains(stderr, "unknown flag") {
-		t.Errorf("--metrics-addr without an exporter: status %d, stderr %q", code, stderr)
+	if code != ExitUsage || !strings.Contains(stderr, "unknown flag --metrics-addr ") {
+		t.Errorf("--metrics-addr without an exporter: status %d, stderr %q; want the flag as typed, with two dashes", code, stderr)
 	}
 	code, stdout, _ = runWith(testOptions(t), nil, "run", "--help")
 	if code != 0 || !strings.Contains(stdout, "--metrics-addr ADDR") || !strings.Contains(stdout, "$DLOCK_METRICS_ADDR") {
