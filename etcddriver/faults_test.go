@@ -25,6 +25,19 @@ const faultTTL = 3 * time.Second
 // waiter, which acquires in one more round trip.
 const takeoverSlack = time.Second
 
+// fifoTakeoverSlack is takeoverSlack for a fair (WithFIFO) lock: etcd's
+// deletion of the dead holder's key grants nothing by itself, so the head
+// takes over at the next queue step, a waiter's poke or its place's
+// renewal, up to TTL/3 after the deletion (docs/etcd.md).
+const fifoTakeoverSlack = takeoverSlack + faultTTL/3
+
+// lockModes are the two ways the fault scenarios take the lock: plain
+// Lock (etcd's default) and the fair queue.
+var lockModes = []struct {
+	name string
+	fifo bool
+}{{"plain", false}, {"fifo", true}}
+
 // faultRun is one scenario in progress.
 type faultRun struct {
 	t       *testing.T
@@ -34,7 +47,8 @@ type faultRun struct {
 	workers []*proc
 	// endpoints gives worker i its endpoints string.
 	endpoints func(i int) string
-	takeover  []time.Duration // after a holder died: checked against TTL + takeoverSlack
+	takeover  []time.Duration // after a holder died: checked against TTL + slack
+	slack     time.Duration
 	recovery  []time.Duration // after a member died: reported
 	faults    int
 }
@@ -58,14 +72,18 @@ func (r *faultRun) worker(name string) *proc {
 	return nil
 }
 
-func newFaultRun(t *testing.T, key string, hold time.Duration, endpoints func(int) string) *faultRun {
+func newFaultRun(t *testing.T, key string, fifo bool, hold time.Duration, endpoints func(int) string) *faultRun {
 	if testing.Short() {
 		t.Skip("fault scenarios run real processes for tens of seconds")
 	}
 	fc := newFencedCounter(t)
+	slack := takeoverSlack
+	if fifo {
+		key, slack = key+"-fifo", fifoTakeoverSlack
+	}
 	return &faultRun{
-		t: t, h: newHub(), fc: fc, endpoints: endpoints,
-		base: workerConfig{Key: key, TTL: faultTTL, Hold: hold, Gap: 50 * time.Millisecond,
+		t: t, h: newHub(), fc: fc, endpoints: endpoints, slack: slack,
+		base: workerConfig{Key: key, FIFO: fifo, TTL: faultTTL, Hold: hold, Gap: 50 * time.Millisecond,
 			Think: 100 * time.Millisecond, Resource: fc.addr},
 	}
 }
@@ -169,8 +187,8 @@ func (r *faultRun) check() {
 		t.Errorf("counter %d after %d accepted writes, %d lost updates", value, accepted, lost)
 	}
 	for _, d := range r.takeover {
-		if d > faultTTL+takeoverSlack {
-			t.Errorf("takeover after %v, want within TTL %v + %v", d, faultTTL, takeoverSlack)
+		if d > faultTTL+r.slack {
+			t.Errorf("takeover after %v, want within TTL %v + %v", d, faultTTL, r.slack)
 		}
 	}
 	summary := fmt.Sprintf("%s: %d faults, %d acquisitions, %d writes accepted, %d stale writes accepted, %d rejected by fencing, overlaps %d, token inversions %d, lock errors %d, takeover %v, recovery %v",
@@ -208,60 +226,68 @@ func isEv(ev string) func(event) bool { return func(e event) bool { return e.Ev 
 // longer than the TTL: a rival takes over within TTL + slack, and the
 // frozen holder's write, sent when it wakes, is rejected by fencing.
 func TestFaultPause(t *testing.T) {
-	m := etcdtest.Start(t)
-	r := newFaultRun(t, "pause", 200*time.Millisecond, func(int) string { return m.Addr() })
-	r.base.Gap = 300 * time.Millisecond // the window the test freezes the holder in
-	r.faults = faultCount(3, 10)
-	r.run(3, func(r *faultRun, from int) int {
-		e, from, ok := r.h.waitFor(from, 10*time.Second, isEv("checked"))
-		if !ok {
-			r.t.Fatal("no holder reached its write")
-		}
-		p := r.worker(e.W)
-		p.signal(syscall.SIGSTOP)
-		paused := time.Now()
-		rival, from, ok := r.h.waitFor(from, 3*faultTTL, func(x event) bool { return x.Ev == "acquired" && x.W != e.W })
-		if !ok {
-			r.t.Fatalf("no rival acquired within %v of freezing %s", 3*faultTTL, e.W)
-		}
-		r.takeover = append(r.takeover, time.Unix(0, rival.T).Sub(paused))
-		_, from, _ = r.h.waitFor(from, 2*faultTTL, func(x event) bool { return x.Ev == "done" && x.W != e.W })
-		p.signal(syscall.SIGCONT)
-		// The frozen holder's write comes back refused.
-		w, from, ok := r.h.waitFor(from, 2*faultTTL, func(x event) bool { return x.Ev == "done" && x.W == e.W })
-		if !ok {
-			r.t.Fatalf("%s did not finish its write after SIGCONT", e.W)
-		}
-		if w.Accepted {
-			r.t.Errorf("%s's write after a pause past its lease was accepted (token %d)", e.W, w.Tok)
-		}
-		return from
-	})
+	for _, mode := range lockModes {
+		t.Run(mode.name, func(t *testing.T) {
+			m := etcdtest.Start(t)
+			r := newFaultRun(t, "pause", mode.fifo, 200*time.Millisecond, func(int) string { return m.Addr() })
+			r.base.Gap = 300 * time.Millisecond // the window the test freezes the holder in
+			r.faults = faultCount(3, 10)
+			r.run(3, func(r *faultRun, from int) int {
+				e, from, ok := r.h.waitFor(from, 10*time.Second, isEv("checked"))
+				if !ok {
+					r.t.Fatal("no holder reached its write")
+				}
+				p := r.worker(e.W)
+				p.signal(syscall.SIGSTOP)
+				paused := time.Now()
+				rival, from, ok := r.h.waitFor(from, 3*faultTTL, func(x event) bool { return x.Ev == "acquired" && x.W != e.W })
+				if !ok {
+					r.t.Fatalf("no rival acquired within %v of freezing %s", 3*faultTTL, e.W)
+				}
+				r.takeover = append(r.takeover, time.Unix(0, rival.T).Sub(paused))
+				_, from, _ = r.h.waitFor(from, 2*faultTTL, func(x event) bool { return x.Ev == "done" && x.W != e.W })
+				p.signal(syscall.SIGCONT)
+				// The frozen holder's write comes back refused.
+				w, from, ok := r.h.waitFor(from, 2*faultTTL, func(x event) bool { return x.Ev == "done" && x.W == e.W })
+				if !ok {
+					r.t.Fatalf("%s did not finish its write after SIGCONT", e.W)
+				}
+				if w.Accepted {
+					r.t.Errorf("%s's write after a pause past its lease was accepted (token %d)", e.W, w.Tok)
+				}
+				return from
+			})
+		})
+	}
 }
 
 // A holder killed (SIGKILL) right after it acquired: a rival takes over
 // within TTL + slack. A fresh worker replaces each one killed.
 func TestFaultKill(t *testing.T) {
-	m := etcdtest.Start(t)
-	r := newFaultRun(t, "kill", 200*time.Millisecond, func(int) string { return m.Addr() })
-	r.faults = faultCount(3, 10)
-	next := 3
-	r.run(3, func(r *faultRun, from int) int {
-		e, from, ok := r.h.waitFor(from, 10*time.Second, isEv("acquired"))
-		if !ok {
-			r.t.Fatal("no acquisition")
-		}
-		r.worker(e.W).kill()
-		killed := time.Now()
-		r.start(next)
-		next++
-		rival, from, ok := r.h.waitFor(from, 3*faultTTL, func(x event) bool { return x.Ev == "acquired" && x.W != e.W })
-		if !ok {
-			r.t.Fatalf("no takeover within %v of killing %s", 3*faultTTL, e.W)
-		}
-		r.takeover = append(r.takeover, time.Unix(0, rival.T).Sub(killed))
-		return from
-	})
+	for _, mode := range lockModes {
+		t.Run(mode.name, func(t *testing.T) {
+			m := etcdtest.Start(t)
+			r := newFaultRun(t, "kill", mode.fifo, 200*time.Millisecond, func(int) string { return m.Addr() })
+			r.faults = faultCount(3, 10)
+			next := 3
+			r.run(3, func(r *faultRun, from int) int {
+				e, from, ok := r.h.waitFor(from, 10*time.Second, isEv("acquired"))
+				if !ok {
+					r.t.Fatal("no acquisition")
+				}
+				r.worker(e.W).kill()
+				killed := time.Now()
+				r.start(next)
+				next++
+				rival, from, ok := r.h.waitFor(from, 3*faultTTL, func(x event) bool { return x.Ev == "acquired" && x.W != e.W })
+				if !ok {
+					r.t.Fatalf("no takeover within %v of killing %s", 3*faultTTL, e.W)
+				}
+				r.takeover = append(r.takeover, time.Unix(0, rival.T).Sub(killed))
+				return from
+			})
+		})
+	}
 }
 
 // A holder's connection to etcd black-holed (a partition: packets dropped,
@@ -269,37 +295,41 @@ func TestFaultKill(t *testing.T) {
 // lease lost at its deadline and does not write; a rival takes over within
 // TTL + slack of the partition; after healing, the holder works again.
 func TestFaultPartition(t *testing.T) {
-	m := etcdtest.Start(t)
-	var proxies []*redistest.Proxy
-	r := newFaultRun(t, "partition", faultTTL+time.Second, func(int) string {
-		p := redistest.NewProxy(t, m.Addr())
-		proxies = append(proxies, p)
-		return p.Addr()
-	})
-	r.faults = faultCount(2, 6)
-	r.run(2, func(r *faultRun, from int) int {
-		e, from, ok := r.h.waitFor(from, 3*(faultTTL+time.Second), isEv("acquired"))
-		if !ok {
-			r.t.Fatal("no acquisition")
-		}
-		i := slices.IndexFunc(r.workers, func(p *proc) bool { return p.name == e.W })
-		proxies[i].Blackhole(true)
-		cut := time.Now()
-		atCut := from
-		lost, from, ok := r.h.waitFor(from, 3*faultTTL, func(x event) bool { return x.W == e.W && x.Ev != "acquired" })
-		if !ok || lost.Ev != "lost" {
-			r.t.Errorf("partitioned holder %s: %+v, want it to see its lease lost", e.W, lost)
-		}
-		// The rival may take over before the holder reports its loss.
-		rival, _, ok := r.h.waitFor(atCut, 3*faultTTL, func(x event) bool { return x.Ev == "acquired" && x.W != e.W })
-		if !ok {
-			r.t.Fatalf("no takeover within %v of partitioning %s", 3*faultTTL, e.W)
-		}
-		r.takeover = append(r.takeover, time.Unix(0, rival.T).Sub(cut))
-		proxies[i].Blackhole(false)
-		proxies[i].CloseAll()
-		return from
-	})
+	for _, mode := range lockModes {
+		t.Run(mode.name, func(t *testing.T) {
+			m := etcdtest.Start(t)
+			var proxies []*redistest.Proxy
+			r := newFaultRun(t, "partition", mode.fifo, faultTTL+time.Second, func(int) string {
+				p := redistest.NewProxy(t, m.Addr())
+				proxies = append(proxies, p)
+				return p.Addr()
+			})
+			r.faults = faultCount(2, 6)
+			r.run(2, func(r *faultRun, from int) int {
+				e, from, ok := r.h.waitFor(from, 3*(faultTTL+time.Second), isEv("acquired"))
+				if !ok {
+					r.t.Fatal("no acquisition")
+				}
+				i := slices.IndexFunc(r.workers, func(p *proc) bool { return p.name == e.W })
+				proxies[i].Blackhole(true)
+				cut := time.Now()
+				atCut := from
+				lost, from, ok := r.h.waitFor(from, 3*faultTTL, func(x event) bool { return x.W == e.W && x.Ev != "acquired" })
+				if !ok || lost.Ev != "lost" {
+					r.t.Errorf("partitioned holder %s: %+v, want it to see its lease lost", e.W, lost)
+				}
+				// The rival may take over before the holder reports its loss.
+				rival, _, ok := r.h.waitFor(atCut, 3*faultTTL, func(x event) bool { return x.Ev == "acquired" && x.W != e.W })
+				if !ok {
+					r.t.Fatalf("no takeover within %v of partitioning %s", 3*faultTTL, e.W)
+				}
+				r.takeover = append(r.takeover, time.Unix(0, rival.T).Sub(cut))
+				proxies[i].Blackhole(false)
+				proxies[i].CloseAll()
+				return from
+			})
+		})
+	}
 }
 
 // A follower, then the leader, of a three-member cluster killed with
@@ -311,7 +341,7 @@ func TestFaultMemberKill(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			c := etcdtest.StartCluster(t, 3)
 			eps := strings.Join(c.Endpoints(), ",")
-			r := newFaultRun(t, "member-"+name, 500*time.Millisecond, func(int) string { return eps })
+			r := newFaultRun(t, "member-"+name, false, 500*time.Millisecond, func(int) string { return eps })
 			r.faults = faultCount(2, 6)
 			r.run(3, func(r *faultRun, from int) int {
 				_, from, ok := r.h.waitFor(from, 10*time.Second, isEv("acquired"))

@@ -33,6 +33,7 @@ type workerConfig struct {
 	Name      string        `json:"name"`
 	Endpoints string        `json:"endpoints"`
 	Key       string        `json:"key"`
+	FIFO      bool          `json:"fifo"` // Lock WithFIFO: the fair queue
 	TTL       time.Duration `json:"ttl"`
 	Hold      time.Duration `json:"hold"` // work between the read and the check
 	Gap       time.Duration `json:"gap"`  // between the check and the write: where a pause hurts
@@ -93,7 +94,11 @@ func runWorker(raw string) int {
 	}
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		l, err := c.Lock(ctx, cfg.Key)
+		var opts []dlock.LockOption
+		if cfg.FIFO {
+			opts = append(opts, dlock.WithFIFO())
+		}
+		l, err := c.Lock(ctx, cfg.Key, opts...)
 		cancel()
 		if err != nil {
 			emit(event{Ev: "error", Err: err.Error()})
