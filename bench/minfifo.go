@@ -1,12 +1,7 @@
 package main
 
 import (
-	"context"
-	"errors"
-	"fmt"
 	"strings"
-	"sync/atomic"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -41,7 +36,8 @@ return 0`)
 
 // minFIFOUnlock releases the lock if ARGV[1] holds it and hands it, with
 // the next token and its place's expiry, to the first live waiter,
-// published on ARGV[2] .. "<worker>" as "<id>:<token>".
+// published on ARGV[3] .. "<worker>" as "<id>:<token>" (ARGV[2], the TTL,
+// is not needed: the grant keeps the place's expiry).
 var minFIFOUnlock = redis.NewScript(`
 local v = redis.call('GET', KEYS[1])
 if not v or string.sub(v, 1, #ARGV[1] + 1) ~= ARGV[1] .. ':' then
@@ -60,66 +56,15 @@ while true do
   if exp and exp > now then
     local tok = redis.call('INCR', KEYS[4])
     redis.call('SET', KEYS[1], head .. ':' .. tok, 'PXAT', exp)
-    redis.call('PUBLISH', ARGV[2] .. string.match(head, '^[^:]+'), head .. ':' .. tok)
+    redis.call('PUBLISH', ARGV[3] .. string.match(head, '^[^:]+'), head .. ':' .. tok)
     return 1
   end
 end`)
 
-type minFIFOWorker struct {
-	rdb   *redis.Client
-	ps    *redis.PubSub
-	e     env
-	token string
-	n     atomic.Int64 // acquisitions, for a fresh id per acquisition
-}
-
-const minFIFOInbox = "bench:min-fifo:inbox:"
-
 func newMinFIFOWorker(e env) (worker, error) {
-	w := &minFIFOWorker{rdb: newRedisClient(e.redisAddr), e: e, token: randomToken()}
-	w.ps = w.rdb.Subscribe(context.Background(), minFIFOInbox+w.token)
-	if _, err := w.ps.Receive(context.Background()); err != nil { // the subscription's confirmation
-		w.close()
-		return nil, err
-	}
-	return w, nil
-}
-
-func (w *minFIFOWorker) lock(ctx context.Context, key string) (unlockFunc, error) {
-	id := fmt.Sprintf("%s:%d", w.token, w.n.Add(1))
-	keys := []string{key, key + ":q", key + ":e", key + ":fence"}
-	ms := w.e.ttl.Milliseconds()
-	got, err := minFIFOLock.Run(ctx, w.rdb, keys, id, ms).Int64()
-	if err != nil {
-		return nil, err
-	}
-	if got == 0 {
-		for {
-			m, err := w.ps.ReceiveMessage(ctx)
-			if err != nil {
-				if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
-					<-ctx.Done() // the read timed out at the round's end, which ctx reports in a moment
-					return nil, ctx.Err()
-				}
-				return nil, err
-			}
-			if strings.HasPrefix(m.Payload, id+":") { // else a grant of an abandoned wait
-				break
-			}
-		}
-	}
-	return func(ctx context.Context) error {
-		n, err := minFIFOUnlock.Run(ctx, w.rdb, keys, id, minFIFOInbox).Int()
-		if err == nil && n != 1 {
-			err = errors.New("min-fifo: lock not held at release")
-		}
-		return err
-	}, nil
-}
-
-func (w *minFIFOWorker) close() {
-	if w.ps != nil {
-		_ = w.ps.Close()
-	}
-	_ = w.rdb.Close()
+	return newScriptFIFOWorker(e, scriptFIFO{
+		name: "min-fifo", inbox: "bench:min-fifo:inbox:", lock: minFIFOLock, unlock: minFIFOUnlock,
+		keys: func(key string) []string { return []string{key, key + ":q", key + ":e", key + ":fence"} },
+		mine: func(payload, id string) bool { return strings.HasPrefix(payload, id+":") },
+	})
 }

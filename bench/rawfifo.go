@@ -43,19 +43,33 @@ else
 end
 return 1`)
 
-type rawFIFOWorker struct {
+// scriptFIFOWorker is a worker of a floor peer: one lock script that takes
+// the lock or queues the acquisition's id, one release script that hands
+// the lock to the head and publishes to that worker's own channel, and a
+// worker that reads its pub/sub connection itself, with no goroutine in
+// between.
+type scriptFIFOWorker struct {
 	rdb   *redis.Client
 	ps    *redis.PubSub
 	e     env
 	token string
-	n     atomic.Int64 // acquisitions, for a fresh token per acquisition
+	n     atomic.Int64 // acquisitions, for a fresh id per acquisition
+	fifo  scriptFIFO
 }
 
-const rawFIFOInbox = "bench:raw-fifo:inbox:"
+// scriptFIFO is what tells one floor peer from another.
+type scriptFIFO struct {
+	name         string
+	inbox        string // channel prefix; the worker's token follows
+	lock, unlock *redis.Script
+	keys         func(key string) []string
+	// mine reports whether a published grant is for acquisition id.
+	mine func(payload, id string) bool
+}
 
-func newRawFIFOWorker(e env) (worker, error) {
-	w := &rawFIFOWorker{rdb: newRedisClient(e.redisAddr), e: e, token: randomToken()}
-	w.ps = w.rdb.Subscribe(context.Background(), rawFIFOInbox+w.token)
+func newScriptFIFOWorker(e env, f scriptFIFO) (worker, error) {
+	w := &scriptFIFOWorker{rdb: newRedisClient(e.redisAddr), e: e, token: randomToken(), fifo: f}
+	w.ps = w.rdb.Subscribe(context.Background(), f.inbox+w.token)
 	if _, err := w.ps.Receive(context.Background()); err != nil { // the subscription's confirmation
 		w.close()
 		return nil, err
@@ -63,15 +77,15 @@ func newRawFIFOWorker(e env) (worker, error) {
 	return w, nil
 }
 
-func (w *rawFIFOWorker) lock(ctx context.Context, key string) (unlockFunc, error) {
-	token := fmt.Sprintf("%s:%d", w.token, w.n.Add(1))
-	keys := []string{key, key + ":q"}
+func (w *scriptFIFOWorker) lock(ctx context.Context, key string) (unlockFunc, error) {
+	id := fmt.Sprintf("%s:%d", w.token, w.n.Add(1))
+	keys := w.fifo.keys(key)
 	ms := w.e.ttl.Milliseconds()
-	got, err := rawFIFOLock.Run(ctx, w.rdb, keys, token, ms).Int()
+	got, err := w.fifo.lock.Run(ctx, w.rdb, keys, id, ms).Int64()
 	if err != nil {
 		return nil, err
 	}
-	if got != 1 {
+	if got == 0 { // queued
 		for {
 			m, err := w.ps.ReceiveMessage(ctx)
 			if err != nil {
@@ -81,23 +95,31 @@ func (w *rawFIFOWorker) lock(ctx context.Context, key string) (unlockFunc, error
 				}
 				return nil, err
 			}
-			if m.Payload == token { // else a grant of an abandoned wait
+			if w.fifo.mine(m.Payload, id) { // else a grant of an abandoned wait
 				break
 			}
 		}
 	}
 	return func(ctx context.Context) error {
-		n, err := rawFIFOUnlock.Run(ctx, w.rdb, keys, token, ms, rawFIFOInbox).Int()
+		n, err := w.fifo.unlock.Run(ctx, w.rdb, keys, id, ms, w.fifo.inbox).Int()
 		if err == nil && n != 1 {
-			err = errors.New("raw-fifo: lock not held at release")
+			err = errors.New(w.fifo.name + ": lock not held at release")
 		}
 		return err
 	}, nil
 }
 
-func (w *rawFIFOWorker) close() {
+func (w *scriptFIFOWorker) close() {
 	if w.ps != nil {
 		_ = w.ps.Close()
 	}
 	_ = w.rdb.Close()
+}
+
+func newRawFIFOWorker(e env) (worker, error) {
+	return newScriptFIFOWorker(e, scriptFIFO{
+		name: "raw-fifo", inbox: "bench:raw-fifo:inbox:", lock: rawFIFOLock, unlock: rawFIFOUnlock,
+		keys: func(key string) []string { return []string{key, key + ":q"} },
+		mine: func(payload, id string) bool { return payload == id },
+	})
 }
