@@ -21,6 +21,8 @@ var queueTests = []subtest{
 	{"Permits", testQueuePermits, true},
 	{"GrantTTL", testQueueGrantTTL, true},
 	{"SinceIsGrant", testQueueSinceIsGrant, true},
+	{"ForceReleaseGrantsHead", testQueueForceReleaseGrantsHead, true},
+	{"LastHolderWakesWatchers", testQueueLastHolderWakesWatchers, true},
 	{"Inspect", testQueueInspect, true},
 	{"BadInput", testQueueBadInput, true},
 	{"AcquireAll", testQueueAcquireAll, true},

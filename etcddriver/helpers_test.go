@@ -13,8 +13,8 @@ import (
 	"google.golang.org/grpc"
 )
 
-// rpcCounter counts the gRPC calls and streams an etcd client makes, by
-// method name (the part after the last slash, e.g. "Txn", "LeaseGrant",
+// rpcCounter counts the gRPC calls (once answered) and streams an etcd
+// client makes, by method name (the part after the last slash, e.g. "Txn", "LeaseGrant",
 // "LeaseKeepAlive").
 type rpcCounter struct {
 	mu sync.Mutex
@@ -25,6 +25,13 @@ func (c *rpcCounter) add(method string) {
 	c.mu.Lock()
 	c.n[method[strings.LastIndex(method, "/")+1:]]++
 	c.mu.Unlock()
+}
+
+// count returns the count of method so far.
+func (c *rpcCounter) count(method string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n[method]
 }
 
 // take returns the counts so far and resets them.
@@ -46,8 +53,9 @@ func countingClient(t testing.TB, endpoints ...string) (*clientv3.Client, *rpcCo
 		DialOptions: []grpc.DialOption{
 			grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any,
 				cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-				rc.add(method)
-				return invoker(ctx, method, req, reply, cc, opts...)
+				err := invoker(ctx, method, req, reply, cc, opts...)
+				rc.add(method) // once answered: a test can wait for a reply
+				return err
 			}),
 			grpc.WithChainStreamInterceptor(func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn,
 				method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {

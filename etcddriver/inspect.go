@@ -96,16 +96,28 @@ func (d *Driver) infos(ctx context.Context, kvs []*mvccpb.KeyValue) ([]driver.Lo
 
 // ForceRelease implements driver.Inspector: one delete that returns the
 // deleted key, so its create revision — the broken holder's token. The
-// deletion wakes watchers like a release.
+// deletion wakes watchers like a release; queued waiters are granted by
+// one queue step, as after a release that finds waiters.
 func (d *Driver) ForceRelease(ctx context.Context, key string) (uint64, bool, error) {
 	ctx, cancel := d.callCtx(ctx)
 	defer cancel()
-	resp, err := d.cli.Delete(ctx, d.lockKey(key), clientv3.WithPrevKV())
+	resp, err := d.cli.Txn(ctx).Then(
+		clientv3.OpDelete(d.lockKey(key), clientv3.WithPrevKV()),
+		clientv3.OpGet(d.waiterPrefix(key), clientv3.WithPrefix(), clientv3.WithCountOnly()),
+	).Commit()
 	if err != nil {
 		return 0, false, err
 	}
-	if resp.Deleted == 0 || len(resp.PrevKvs) == 0 {
+	del := resp.Responses[0].GetResponseDeleteRange()
+	if del.Deleted == 0 || len(del.PrevKvs) == 0 {
 		return 0, false, nil
 	}
-	return uint64(resp.PrevKvs[0].CreateRevision), true, nil
+	tok := uint64(del.PrevKvs[0].CreateRevision)
+	if resp.Responses[1].GetResponseRange().Count > 0 {
+		// The lock is broken whatever this step does: a failure here only
+		// leaves the grant to the waiters' next renewal, so it is not the
+		// caller's error.
+		_, _ = d.settle(ctx, key, "")
+	}
+	return tok, true, nil
 }

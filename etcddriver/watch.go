@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/dlockio/dlock/driver"
@@ -17,8 +18,8 @@ const rewatchDelay = 100 * time.Millisecond
 
 var errWatcherClosed = errors.New("release watcher closed")
 
-// watcher follows the keys some local waiter waits for, one etcd watch
-// per key. The etcd client carries every watch made with the same context
+// watcher follows the keys some local waiter waits for, two etcd watches
+// per key (its exclusive holder, and its readers and permit holders). The etcd client carries every watch made with the same context
 // metadata on one gRPC stream, so a Client has one stream however many
 // keys it follows. Notifications are queued and delivered, in order, by
 // one goroutine: a slow callback delays nothing else and loses nothing.
@@ -42,7 +43,16 @@ type watcher struct {
 type keyWatch struct {
 	refs      int
 	cancel    context.CancelFunc
-	confirmed chan struct{} // closed once etcd created the first watch
+	confirmed chan struct{} // closed once etcd created both first watches
+	pending   atomic.Int32  // first watches not yet created
+}
+
+// created counts one first watch created, and confirms the key with the
+// last.
+func (kw *keyWatch) created() {
+	if kw.pending.Add(-1) == 0 {
+		close(kw.confirmed)
+	}
 }
 
 // Watch implements driver.Driver.
@@ -74,9 +84,14 @@ func (w *watcher) Add(ctx context.Context, key string) error {
 	if kw == nil {
 		kctx, cancel := context.WithCancel(w.ctx)
 		kw = &keyWatch{cancel: cancel, confirmed: make(chan struct{})}
+		kw.pending.Store(2)
 		w.keys[key] = kw
-		w.wg.Add(1)
-		go w.follow(kctx, key, kw)
+		// The exclusive holder's key, and the range of the name's readers
+		// and permit holders: a plain Lock refused while they held the name
+		// waits for the last of them to leave as for a release.
+		w.wg.Add(2)
+		go w.follow(kctx, key, kw, w.d.lockKey(key))
+		go w.follow(kctx, key, kw, w.d.holderPrefix(key), clientv3.WithPrefix())
 	}
 	kw.refs++
 	w.mu.Unlock()
@@ -90,20 +105,20 @@ func (w *watcher) Add(ctx context.Context, key string) error {
 	}
 }
 
-// follow keeps a watch on key's deletions until ctx ends, watching anew
+// follow keeps a watch on the deletions of etcdKey (a range with
+// rangeOpts), which are releases of key, until ctx ends, watching anew
 // whenever etcd ends the watch (no leader, the member went away). A new
 // watch resumes after the last revision seen, so no release in between is
 // missed; if that revision was compacted meanwhile, it starts from now and
 // wakes the waiters instead. The end of a watch that was live is delivered
 // as a release too, once: the waiters try again (one attempt if the lock is
 // still held) rather than sit on a member that lost its quorum.
-func (w *watcher) follow(ctx context.Context, key string, kw *keyWatch) {
+func (w *watcher) follow(ctx context.Context, key string, kw *keyWatch, etcdKey string, rangeOpts ...clientv3.OpOption) {
 	defer w.wg.Done()
-	etcdKey := w.d.lockKey(key)
 	first := true
 	var lastRev int64 // events up to here were delivered
 	for ctx.Err() == nil {
-		opts := []clientv3.OpOption{clientv3.WithFilterPut(), clientv3.WithCreatedNotify()}
+		opts := append([]clientv3.OpOption{clientv3.WithFilterPut(), clientv3.WithCreatedNotify()}, rangeOpts...)
 		if lastRev > 0 {
 			opts = append(opts, clientv3.WithRev(lastRev+1))
 		}
@@ -112,7 +127,7 @@ func (w *watcher) follow(ctx context.Context, key string, kw *keyWatch) {
 			if resp.Created {
 				live = true
 				if first {
-					close(kw.confirmed)
+					kw.created()
 					first = false
 				}
 				if lastRev == 0 {
