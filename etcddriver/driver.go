@@ -48,6 +48,7 @@ type Driver struct {
 
 	leases  *leasePool
 	markers *markerLease
+	expiry  *expiryWatches
 
 	closeOnce sync.Once
 	closeErr  error
@@ -107,6 +108,7 @@ func New(cli *clientv3.Client, opts ...Option) (*Driver, error) {
 	}
 	d.leases = newLeasePool(cli)
 	d.markers = &markerLease{cli: cli}
+	d.expiry = newExpiryWatches(d)
 	return d, nil
 }
 
@@ -189,6 +191,7 @@ func (d *Driver) nameOf(key []byte) string {
 // client passed to New is the caller's to close.
 func (d *Driver) Close() error {
 	d.closeOnce.Do(func() {
+		d.expiry.close()
 		ctx, cancel := context.WithTimeout(context.Background(), d.timeout)
 		defer cancel()
 		d.leases.revokeAll(ctx)

@@ -25,11 +25,10 @@ const faultTTL = 3 * time.Second
 // waiter, which acquires in one more round trip.
 const takeoverSlack = time.Second
 
-// fifoTakeoverSlack is takeoverSlack for a fair (WithFIFO) lock: etcd's
-// deletion of the dead holder's key grants nothing by itself, so the head
-// takes over at the next queue step, a waiter's poke or its place's
-// renewal, up to TTL/3 after the deletion (docs/etcd.md).
-const fifoTakeoverSlack = takeoverSlack + faultTTL/3
+// fifoTakeoverSlack is takeoverSlack for a fair (WithFIFO) lock: after
+// etcd's deletion of the dead holder's key, the waiters' expiry watch
+// waits handoffGrace for a hand-off, then steps the queue.
+const fifoTakeoverSlack = takeoverSlack + handoffGrace + 400*time.Millisecond
 
 // lockModes are the two ways the fault scenarios take the lock: plain
 // Lock (etcd's default) and the fair queue.

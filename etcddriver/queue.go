@@ -128,6 +128,8 @@ type stepOutcome struct {
 	// probeLease is the lease of the probed id's place if it still waits
 	// after the step, else 0.
 	probeLease clientv3.LeaseID
+	// rev is the revision the step read the name at.
+	rev int64
 }
 
 // Enqueue implements driver.Queuer: one read of the name, then one Txn
@@ -140,6 +142,9 @@ func (d *Driver) Enqueue(ctx context.Context, req driver.QueueRequest) (driver.Q
 	ctx, cancel := d.callCtx(ctx)
 	defer cancel()
 	out, err := d.step(ctx, req.Key, &req, "")
+	if err == nil && out.res.Queued {
+		d.expiry.keep(req.Key, out.rev, req.TTL)
+	}
 	return out.res, err
 }
 
@@ -359,7 +364,7 @@ func (d *Driver) stepOnce(ctx context.Context, start time.Time, name string, st 
 			return stepOutcome{}, true, nil // the place expired: queue anew
 		}
 	}
-	out.res = res
+	out.res, out.rev = res, st.rev
 	return out, false, nil
 }
 

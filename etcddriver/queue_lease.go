@@ -64,9 +64,12 @@ func (d *Driver) renewQueued(ctx context.Context, r driver.RenewRequest) (bool, 
 	ttl, _ := ttlSeconds(r.TTL)
 	var lease clientv3.LeaseID
 	if r.Kind == driver.KindWaiter {
-		var err error
-		if lease, err = d.settle(ctx, r.Key, r.ID); err != nil {
+		out, err := d.step(ctx, r.Key, nil, r.ID)
+		if err != nil {
 			return false, err
+		}
+		if lease = out.probeLease; lease != 0 {
+			d.expiry.keep(r.Key, out.rev, r.TTL) // still waiting
 		}
 	} else {
 		resp, err := d.cli.Get(ctx, d.holderKey(r.Key, r.ID))

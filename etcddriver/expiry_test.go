@@ -1,0 +1,49 @@
+package etcddriver
+
+import (
+	"testing"
+	"time"
+
+	"github.com/dlockio/dlock/etcddriver/internal/etcdtest"
+)
+
+// watchedNames is how many names d's expiry watch follows now.
+func watchedNames(d *Driver) int {
+	d.expiry.mu.Lock()
+	defer d.expiry.mu.Unlock()
+	return len(d.expiry.names)
+}
+
+// An expiry watch lasts as long as its waiters' requests say, is extended
+// by each of them, and is gone (goroutine and all) when it lapses or the
+// driver closes; a keep after Close starts nothing.
+func TestExpiryWatchLapsesAndCloses(t *testing.T) {
+	m := member(t)
+	d := newDriver(t, etcdtest.Client(t, m.Addr()))
+	d.expiry.keep("a", 0, 300*time.Millisecond)
+	d.expiry.keep("b", 0, time.Hour)
+	d.expiry.keep("a", 0, 600*time.Millisecond) // extends a
+	if n := watchedNames(d); n != 2 {
+		t.Fatalf("%d names watched, want 2", n)
+	}
+	start := time.Now()
+	for watchedNames(d) > 1 {
+		if time.Since(start) > 5*time.Second {
+			t.Fatal("the watch of a did not lapse within 5s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if lapsed := time.Since(start); lapsed < 500*time.Millisecond {
+		t.Errorf("the watch of a lapsed after %v: the extension to 600ms was lost", lapsed)
+	}
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n := watchedNames(d); n != 0 {
+		t.Errorf("%d names still watched after Close", n)
+	}
+	d.expiry.keep("c", 0, time.Hour)
+	if n := watchedNames(d); n != 0 {
+		t.Errorf("keep after Close started a watch (%d names)", n)
+	}
+}
