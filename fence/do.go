@@ -37,7 +37,7 @@ type Func func(ctx context.Context, tok Token) error
 // ended either way and the lock expires with its TTL. When ctx is done by
 // then, the release is made in the background (see Lease.Unlock).
 func Do(ctx context.Context, l Locker, key string, fn Func, opts ...dlock.LockOption) (err error) {
-	if l == nil {
+	if c, isClient := l.(*dlock.Client); l == nil || isClient && c == nil {
 		return fmt.Errorf("%w: nil locker", dlock.ErrInvalidArgument)
 	}
 	if fn == nil {

@@ -164,6 +164,10 @@ func TestDoBadInput(t *testing.T) {
 	if err := fence.Do(ctx, nil, "k", noop); !errors.Is(err, dlock.ErrInvalidArgument) {
 		t.Errorf("nil locker: %v", err)
 	}
+	var none *dlock.Client // a nil Client in the interface: not nil, but no Client
+	if err := fence.Do(ctx, none, "k", noop); !errors.Is(err, dlock.ErrInvalidArgument) {
+		t.Errorf("nil *dlock.Client: %v", err)
+	}
 	if err := fence.Do(ctx, c, "k", nil); !errors.Is(err, dlock.ErrInvalidArgument) {
 		t.Errorf("nil fn: %v", err)
 	}

@@ -36,13 +36,13 @@ func (m *Memory) Apply(ctx context.Context, resource string, tok Token, write fu
 		return fmt.Errorf("%w: nil write function", dlock.ErrInvalidArgument)
 	}
 	if ctx.Err() != nil {
-		return context.Cause(ctx)
+		return ctxError(ctx)
 	}
 	r := m.resource(resource)
 	select {
 	case r.turn <- struct{}{}:
 	case <-ctx.Done():
-		return context.Cause(ctx)
+		return ctxError(ctx)
 	}
 	defer func() { <-r.turn }()
 	if tok < r.highest {
@@ -72,7 +72,7 @@ func (m *Memory) Highest(ctx context.Context, resource string) (Token, error) {
 	select {
 	case r.turn <- struct{}{}:
 	case <-ctx.Done():
-		return 0, context.Cause(ctx)
+		return 0, ctxError(ctx)
 	}
 	defer func() { <-r.turn }()
 	return r.highest, nil
@@ -90,6 +90,17 @@ func (m *Memory) resource(name string) *memResource {
 		m.resources[name] = r
 	}
 	return r
+}
+
+// ctxError is the error of an ended ctx: ctx.Err(), joined with the cause
+// when it has one of its own (fence.Do's fn context ends with
+// dlock.ErrLockLost when the lease is lost), so that both match.
+func ctxError(ctx context.Context) error {
+	err := ctx.Err()
+	if cause := context.Cause(ctx); cause != err {
+		return fmt.Errorf("%w: %w", err, cause)
+	}
+	return err
 }
 
 func checkArgs(ctx context.Context, resource string) error {

@@ -96,6 +96,12 @@ func TestMemoryWaitHonoursContext(t *testing.T) {
 	if err := g.Advance(ctx, "r", 2); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("waiting write: %v", err)
 	}
+	// A ctx ended with a cause of its own matches ctx.Err() and the cause.
+	caused, stop := context.WithCancelCause(context.Background())
+	stop(dlock.ErrLockLost)
+	if err := g.Advance(caused, "r", 2); !errors.Is(err, context.Canceled) || !errors.Is(err, dlock.ErrLockLost) {
+		t.Errorf("ctx cancelled with a cause: %v, want it to match context.Canceled and the cause", err)
+	}
 	close(release)
 	if err := <-done; err != nil {
 		t.Fatal(err)

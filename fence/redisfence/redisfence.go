@@ -192,12 +192,15 @@ func (c *Client) run(ctx context.Context, script *redis.Script, op, key string, 
 	return nil, fence.Stale(key, tok, highest)
 }
 
-// fail wraps a Redis error: it matches ctx's error when ctx ended, and
-// dlock.ErrBackend otherwise (a server-side script error such as WRONGTYPE
-// included).
+// fail wraps a Redis error: it matches ctx.Err() when ctx ended (and its
+// cause, when it has one of its own), and dlock.ErrBackend otherwise (a
+// server-side script error such as WRONGTYPE included).
 func (c *Client) fail(ctx context.Context, op, key string, err error) error {
-	if ctx.Err() != nil {
-		return fmt.Errorf("redisfence: %s %q: %w", op, key, context.Cause(ctx))
+	if cerr := ctx.Err(); cerr != nil {
+		if cause := context.Cause(ctx); cause != cerr {
+			return fmt.Errorf("redisfence: %s %q: %w: %w", op, key, cerr, cause)
+		}
+		return fmt.Errorf("redisfence: %s %q: %w", op, key, cerr)
 	}
 	return fmt.Errorf("%w: redisfence: %s %q: %w", dlock.ErrBackend, op, key, err)
 }

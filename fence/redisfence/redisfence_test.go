@@ -174,6 +174,19 @@ func TestBadInput(t *testing.T) {
 	if err := f.Advance(done, "k", 1); !errors.Is(err, context.Canceled) || errors.Is(err, dlock.ErrBackend) {
 		t.Errorf("done ctx: %v", err)
 	}
+	// A ctx ended with a cause of its own (fence.Do's, when the lease is
+	// lost) still matches ctx.Err(), and its cause.
+	caused, stop := context.WithCancelCause(ctx)
+	stop(dlock.ErrLockLost)
+	if err := f.Set(caused, "k", 1, "v", 0); !errors.Is(err, context.Canceled) || !errors.Is(err, dlock.ErrLockLost) {
+		t.Errorf("ctx cancelled with a cause: %v, want it to match context.Canceled and the cause", err)
+	}
+	timed, stop2 := context.WithTimeoutCause(ctx, time.Nanosecond, dlock.ErrLockLost)
+	defer stop2()
+	<-timed.Done()
+	if err := f.Set(timed, "k", 1, "v", 0); !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, dlock.ErrLockLost) {
+		t.Errorf("ctx past its deadline, with a cause: %v, want it to match context.DeadlineExceeded and the cause", err)
+	}
 }
 
 // TestFenceKeySlots: on a real server, every fence key hashes to its data
