@@ -40,6 +40,9 @@ type Column struct {
 //
 //	SELECT COALESCE(fence_token, 0) FROM orders WHERE id = $1 FOR UPDATE
 func (c Column) Advance(ctx context.Context, q Querier, key any, tok fence.Token) error {
+	if err := checkCall(ctx, q); err != nil {
+		return err
+	}
 	v, err := checkToken(tok)
 	if err != nil {
 		return err

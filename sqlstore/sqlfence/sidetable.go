@@ -46,6 +46,9 @@ var DownMigration string
 // CreateTable runs UpMigration: it creates dlock_fence if it does not exist.
 // Applications with their own migration tool apply the .sql files instead.
 func CreateTable(ctx context.Context, db Execer) error {
+	if err := checkCall(ctx, db); err != nil {
+		return err
+	}
 	_, err := db.ExecContext(ctx, UpMigration)
 	return err
 }
@@ -68,6 +71,9 @@ RETURNING f.token`
 // returns a *fence.StaleTokenError (matching fence.ErrStaleToken) and the
 // caller must roll back. The first Advance for a resource inserts its row.
 func Advance(ctx context.Context, q Querier, resource string, tok fence.Token) error {
+	if err := checkCall(ctx, q); err != nil {
+		return err
+	}
 	v, err := checkToken(tok)
 	if err != nil {
 		return err
@@ -96,8 +102,11 @@ func Advance(ctx context.Context, q Querier, resource string, tok fence.Token) e
 // error when Advance refuses the token (matching fence.ErrStaleToken; fn is
 // not called) or fn fails.
 func InTx(ctx context.Context, db *sql.DB, resource string, tok fence.Token, fn func(tx *sql.Tx) error) error {
-	if db == nil || fn == nil {
-		return fmt.Errorf("%w: nil db or function", dlock.ErrInvalidArgument)
+	if fn == nil {
+		return fmt.Errorf("%w: nil function", dlock.ErrInvalidArgument)
+	}
+	if err := checkCall(ctx, db); err != nil {
+		return err
 	}
 	if _, err := checkToken(tok); err != nil {
 		return err
@@ -117,6 +126,30 @@ func InTx(ctx context.Context, db *sql.DB, resource string, tok fence.Token, fn 
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("sqlfence: commit: %w", err)
+	}
+	return nil
+}
+
+// checkCall refuses what would make database/sql panic: a nil ctx (which
+// it dereferences holding the DB's lock, leaving every later call on that
+// DB blocked) and a nil database, connection or transaction.
+func checkCall(ctx context.Context, db any) error {
+	if ctx == nil {
+		return fmt.Errorf("%w: nil context", dlock.ErrInvalidArgument)
+	}
+	var none bool
+	switch v := db.(type) {
+	case nil:
+		none = true
+	case *sql.DB:
+		none = v == nil
+	case *sql.Tx:
+		none = v == nil
+	case *sql.Conn:
+		none = v == nil
+	}
+	if none {
+		return fmt.Errorf("%w: nil database", dlock.ErrInvalidArgument)
 	}
 	return nil
 }
