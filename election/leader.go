@@ -2,6 +2,7 @@ package election
 
 import (
 	"context"
+	"fmt"
 	"time"
 )
 
@@ -36,8 +37,12 @@ func (e *Election) Leader(ctx context.Context) (leader Leader, ok bool, err erro
 //
 // The channel holds the latest value only: a reader that falls behind
 // skips stale values, and nothing ever waits for it. Store errors are
-// retried at the next poll; the last value stands meanwhile.
-func (e *Election) Observe(ctx context.Context) <-chan Leader {
+// retried at the next poll; the last value stands meanwhile. A nil ctx is
+// ErrInvalidArgument, and no channel.
+func (e *Election) Observe(ctx context.Context) (<-chan Leader, error) {
+	if ctx == nil {
+		return nil, fmt.Errorf("%w: nil context", ErrInvalidArgument)
+	}
 	out := make(chan Leader, 1)
 	kick := make(chan struct{}, 1)
 	e.mu.Lock()
@@ -69,7 +74,7 @@ func (e *Election) Observe(ctx context.Context) <-chan Leader {
 			t.Reset(e.cfg.poll)
 		}
 	}()
-	return out
+	return out, nil
 }
 
 // publish replaces whatever value out holds with l. Only this goroutine

@@ -17,7 +17,10 @@ func TestObserve(t *testing.T) {
 	defer cancel()
 	a := newElection(t, cs[0], "a", election.WithPollInterval(time.Hour)) // local changes only
 	b := newElection(t, cs[1], "b")
-	obs := a.Observe(ctx)
+	obs, err := a.Observe(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if l := recv(t, obs, 5*time.Second, "the first observation"); l.Term != 0 {
 		t.Fatalf("first observation %+v, want nobody", l)
 	}
@@ -37,7 +40,10 @@ func TestObserve(t *testing.T) {
 
 	// Another process, seen by polling.
 	fast := newElection(t, cs[0], "watcher", election.WithPollInterval(20*time.Millisecond))
-	fobs := fast.Observe(ctx)
+	fobs, err := fast.Observe(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
 	recv(t, fobs, 5*time.Second, "the polling observer's first value")
 	lb, err := b.Campaign(ctx)
 	if err != nil {

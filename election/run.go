@@ -17,7 +17,10 @@ import (
 // and only then releases the lock, so the next leader starts after this
 // one's work stopped. Then:
 //
-//   - ctx ended: Run returns an error matching ctx.Err();
+//   - ctx ended: Run returns an error matching ctx.Err() once fn returned
+//     and the lock was released, waiting at most resignTimeout (5 s) for
+//     a store that does not answer; the release then goes on in the
+//     background (and the lock expires with its TTL if it never answers);
 //   - the term ended by itself (lease lost, renewals stalled): Run
 //     campaigns again, and fn may run again with a higher term;
 //   - fn returned while still leader: Run resigns and returns fn's error
@@ -49,7 +52,13 @@ func (e *Election) Run(ctx context.Context, fn func(ctx context.Context, term ui
 		ferr := fn(l.Context(), l.Term())
 		stop()
 		lost := l.Err() // nil: fn returned while still leading
-		_ = l.Resign(context.WithoutCancel(ctx))
+		// Not with ctx, which may have ended: a Run that returns has
+		// released the lock when the store answers. But bounded, so that
+		// a store that does not answer cannot hold Run; the release then
+		// goes on in the background (as Unlock's does past its ctx).
+		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), resignTimeout)
+		_ = l.Resign(rctx)
+		rcancel()
 		switch {
 		case ctx.Err() != nil:
 			return fmt.Errorf("election %q: %w", e.key, ctx.Err())
@@ -60,6 +69,10 @@ func (e *Election) Run(ctx context.Context, fn func(ctx context.Context, term ui
 		}
 	}
 }
+
+// resignTimeout bounds how long Run waits for the release of its lock
+// once fn returned.
+const resignTimeout = 5 * time.Second
 
 // sleep waits d or until ctx ends; it reports whether d passed.
 func sleep(ctx context.Context, d time.Duration) bool {

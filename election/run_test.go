@@ -88,6 +88,44 @@ func TestRunFnReturns(t *testing.T) {
 	}
 }
 
+// Run returns within resignTimeout (5 s) of its ctx ending, even with the
+// store not answering: the lock's release then goes on in the background.
+// Before, Run resigned with the cancellation stripped and no bound, and
+// waited on the store for as long as the driver let it (forever on a store
+// that answers nothing).
+func TestRunReturnsWhenCtxEndsWithTheStoreStalled(t *testing.T) {
+	cs, drvs := memClients(t, 1)
+	e := newElection(t, cs[0], "a")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	leading := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- e.Run(ctx, func(ctx context.Context, _ uint64) error {
+			close(leading)
+			<-ctx.Done()
+			return nil
+		})
+	}()
+	select {
+	case <-leading:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not lead within 10s")
+	}
+	// Every request from now on waits for its ctx to end.
+	drvs[0].SetFault(func(ctx context.Context, _ string) error { <-ctx.Done(); return ctx.Err() })
+	defer drvs[0].SetFault(nil) // before the Client's Close (cleanups run later)
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("Run: %v, want context.Canceled", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run had not returned 10s after its ctx was cancelled, with the store stalled")
+	}
+}
+
 // Bad input is ErrInvalidArgument, never a panic.
 func TestBadInput(t *testing.T) {
 	cs, _ := memClients(t, 1)
@@ -104,6 +142,12 @@ func TestBadInput(t *testing.T) {
 	checks["nil fn"] = e.Run(context.Background(), nil)
 	//lint:ignore SA1012 a nil context is the bad input under test
 	checks["nil ctx"] = e.Run(nil, func(context.Context, uint64) error { return nil })
+	//lint:ignore SA1012 a nil context is the bad input under test
+	obs, observeErr := e.Observe(nil)
+	checks["Observe, nil ctx"] = observeErr
+	if obs != nil {
+		t.Error("Observe(nil) returned a channel")
+	}
 	for what, err := range checks {
 		if !errors.Is(err, election.ErrInvalidArgument) {
 			t.Errorf("%s: %v, want ErrInvalidArgument", what, err)

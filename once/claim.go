@@ -75,7 +75,12 @@ func (c *Claim) end(ctx context.Context) {
 		c.stop()
 		c.cancel(context.Canceled)
 		// ErrNotHeld only says the lease was lost before; the store's
-		// token check already decided the outcome.
-		_ = c.lease.Unlock(context.WithoutCancel(ctx))
+		// token check already decided the outcome. Bounded, also under a
+		// ctx without a deadline, so that a lock store that does not
+		// answer holds nobody: past the bound (or an ended ctx) the
+		// release goes on in the background (Lease.Unlock).
+		uctx, cancel := context.WithTimeout(ctx, completeTimeout)
+		defer cancel()
+		_ = c.lease.Unlock(uctx)
 	})
 }

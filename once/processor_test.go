@@ -106,6 +106,51 @@ func TestCallerCancelStillCompletes(t *testing.T) {
 	}
 }
 
+// Work that finished after its caller's ctx ended is recorded and its lock
+// released within completeTimeout (5 s), even when the lock store does not
+// answer: the release then goes on in the background. Before, the release
+// ran with no bound at all, and Do waited on the lock store for as long as
+// its driver let it (forever here).
+func TestDoReturnsWithTheLockStoreStalled(t *testing.T) {
+	drv := memdriver.New()
+	locks, err := dlock.New(drv, dlock.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = locks.Close() })
+	p, err := once.New(locks, once.NewMemStore())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := p.Do(ctx, "k", nil, func(ctx context.Context, _ uint64) ([]byte, error) {
+			// The caller goes away, and the lock store stops answering releases.
+			drv.SetFault(func(ctx context.Context, op string) error {
+				if op == memdriver.OpRelease {
+					<-ctx.Done()
+					return ctx.Err()
+				}
+				return nil
+			})
+			cancel()
+			<-ctx.Done()
+			return []byte("done"), nil
+		})
+		done <- err
+	}()
+	defer drv.SetFault(nil) // before the Client's Close
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Do: %v, want the completed work's nil error", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Do had not returned 10s after its work finished, with the lock store stalled")
+	}
+}
+
 // A Claim from Begin: its context ends when it is ended; ending it twice
 // is harmless; Release leaves the record for the next delivery.
 func TestClaimLifecycle(t *testing.T) {
