@@ -145,7 +145,7 @@ func TestUsageMessagesAgree(t *testing.T) {
 		{[]string{"run", "k", "--", "true"}, []string{"DLOCK_QUIET=maybe"}, `DLOCK_QUIET="maybe": not a boolean`},
 		{[]string{"status", "k"}, []string{"DLOCK_TIMEOUT=soon"}, `DLOCK_TIMEOUT="soon": not a duration`},
 		{[]string{"run", "-n", "3", "k", "--", "true"}, nil, `-n takes no value`},
-		{[]string{"run", "--nope", "k", "--", "true"}, nil, `unknown flag -nope`},
+		{[]string{"run", "--nope", "k", "--", "true"}, nil, `unknown flag --nope`},
 		{[]string{"run", "k", "--ttl"}, nil, `--ttl needs a value`},
 	} {
 		code, _, stderr := dlockEnv(t, url, tc.env, tc.args...)
