@@ -85,7 +85,7 @@ type ReleaseEvent struct {
 	Key       string
 	Result    string        // one of the Result constants
 	Start     time.Time     // when Unlock was called
-	Held      time.Duration // from the acquire request to this call
+	Held      time.Duration // from the acquire request that got the lock (a queued lease: from the grant's arrival) to this call
 	Latency   time.Duration // how long the call took
 	// WasHeld reports that this call ended a lease that was still held
 	// (not lost, not closed): Held is then the lease's hold time. True for
@@ -110,7 +110,7 @@ type LostEvent struct {
 	Key       string
 	Token     uint64
 	Reason    string        // LostNotHeld, LostDeadline or LostClosed
-	Held      time.Duration // from the acquire request to the loss
+	Held      time.Duration // from the acquire request that got the lock (a queued lease: from the grant's arrival) to the loss
 }
 
 // WaitEvent describes a Lock call joining or leaving the wait for a busy

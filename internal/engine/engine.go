@@ -172,8 +172,13 @@ func (e *Engine) Close() error {
 		held := e.renewer.stop()
 		reqs := make([]driver.ReleaseRequest, len(held))
 		for i, h := range held {
-			h.end(ErrClosed)
-			e.lostEvent(h, LostClosed)
+			// Only a hold this call ended gets an end event: one that had
+			// ended already (an Unlock racing Close, a deadline noticed by
+			// Err) has had its own, and each lease ends once in the events.
+			// Every one is released: the store may still hold it.
+			if h.end(ErrClosed) {
+				e.lostEvent(h, LostClosed)
+			}
 			reqs[i] = h.releaseRequest()
 		}
 		e.releaser.addAll(reqs)

@@ -25,7 +25,9 @@ type Hold struct {
 	id    string
 	token uint64
 	ttl   time.Duration
-	// acquired is when the acquire request was sent, for hold times.
+	// acquired is when the lock was got, for hold times: the send time of
+	// the request that was granted, or, for a queued lease handed over
+	// from its place, when the Client learned of the grant.
 	acquired    time.Time
 	releaseSeen atomic.Bool // a Release event has claimed the end of the hold (observe.go)
 

@@ -116,10 +116,15 @@ type Stats struct {
 
 // Stats returns the current snapshot.
 func (e *Engine) Stats() Stats {
+	// The renewer drops a hold that ended (or passed its deadline) only
+	// when its loop next wakes: count what is still valid now, as Err
+	// would answer.
+	now := e.sinceEpoch()
 	e.renewer.mu.Lock()
 	held := 0
 	for _, x := range e.renewer.h {
-		if x.h.kind != driver.KindWaiter { // a fair lock's waiter place is no lease
+		if x.h.kind != driver.KindWaiter && // a fair lock's waiter place is no lease
+			!x.h.ended.Load() && now < x.h.deadline.Load() {
 			held++
 		}
 	}

@@ -158,7 +158,7 @@ func (e *Engine) acquireQueued(ctx context.Context, req driver.QueueRequest, ren
 			e.renewer.remove(w)
 			w.end(errWaitOver)
 		}
-		if w, err = e.newHold(ctx, driver.KindWaiter, req.Key, req.ID, 0, req.TTL, sent, true); err != nil {
+		if w, err = e.newHold(ctx, driver.KindWaiter, req.Key, req.ID, 0, req.TTL, sent, sent, true); err != nil {
 			w = nil
 			e.releaser.add(place)
 			return nil, err
@@ -227,7 +227,10 @@ func (e *Engine) acquireQueued(ctx context.Context, req driver.QueueRequest, ren
 				e.renewer.remove(w)
 				w.end(errWaitOver)
 				w = nil
-				h, err := e.newHold(ctx, kind, req.Key, req.ID, g.Token, req.TTL, placeSent, renew)
+				// Held from now, when this Client learned of the grant: the
+				// place's last request, which the deadline counts from, was
+				// sent while it still waited.
+				h, err := e.newHold(ctx, kind, req.Key, req.ID, g.Token, req.TTL, placeSent, e.now(), renew)
 				if err != nil {
 					e.releaser.add(place)
 				}
@@ -288,12 +291,12 @@ func (e *Engine) takeOver(ctx context.Context, kind driver.Kind, req driver.Queu
 		return nil, WrapBackend("lock", req.Key, fmt.Errorf("%w: took %v, validity %v",
 			errTooSlow, took.Round(time.Millisecond), e.validity(req.TTL)))
 	}
-	return e.newHold(ctx, kind, req.Key, req.ID, token, req.TTL, sent, renew)
+	return e.newHold(ctx, kind, req.Key, req.ID, token, req.TTL, sent, sent, renew)
 }
 
 // newHold tracks a lease whose deadline counts from sent.
-func (e *Engine) newHold(ctx context.Context, kind driver.Kind, key, id string, token uint64, ttl time.Duration, sent time.Time, renew bool) (*Hold, error) {
-	h := &Hold{e: e, kind: kind, key: key, id: id, token: token, ttl: ttl, acquired: sent}
+func (e *Engine) newHold(ctx context.Context, kind driver.Kind, key, id string, token uint64, ttl time.Duration, sent, acquired time.Time, renew bool) (*Hold, error) {
+	h := &Hold{e: e, kind: kind, key: key, id: id, token: token, ttl: ttl, acquired: acquired}
 	h.inner, h.cancel = context.WithCancelCause(context.WithoutCancel(ctx))
 	if !e.renewer.add(h, sent, renew) {
 		h.end(ErrClosed)
