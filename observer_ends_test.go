@@ -1,6 +1,8 @@
 package dlock_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -138,5 +140,68 @@ func TestFairHoldTimeStartsAtTheGrant(t *testing.T) {
 	if rel.Held < 100*time.Millisecond || rel.Held > heldFor+50*time.Millisecond {
 		t.Errorf("ReleaseEvent.Held %v, want the hold from the grant (at least 100ms, at most %v): the wait was counted",
 			rel.Held, heldFor.Round(time.Millisecond))
+	}
+}
+
+// One failed release call of a multi-lock is one store failure, in the
+// events and in Stats, as a failed renewal batch or multi-lock acquisition
+// is. Before, it counted once per lock.
+func TestGroupReleaseFailureCountsOnce(t *testing.T) {
+	d := memdriver.New()
+	o := newRecorder()
+	c := observedClient(t, d, o)
+	ctx := ctxTimeout(t, 10*time.Second)
+	m, err := c.TryLockAll(ctx, []string{"a", "b", "c"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	boom := errors.New("store down")
+	d.SetFault(func(_ context.Context, op string) error {
+		if op == memdriver.OpRelease {
+			return boom
+		}
+		return nil
+	})
+	if err := m.Unlock(ctx); !errors.Is(err, boom) {
+		t.Fatalf("Unlock with the store failing releases: %v", err)
+	}
+	d.SetFault(nil)
+	if n := c.Stats().BackendErrors; n != 1 {
+		t.Errorf("Stats.BackendErrors %d after one failed release call, want 1", n)
+	}
+	o.await(t, 5*time.Second, "the release events", func() bool { return len(o.rel) == 3 })
+	o.mu.Lock()
+	backend := o.backend
+	o.mu.Unlock()
+	if len(backend) != 1 || backend[0].Op != "release" || !errors.Is(backend[0].Err, boom) {
+		t.Errorf("BackendError events %+v, want one for the release call", backend)
+	}
+}
+
+// WaitEvent.Depth counts every waiter of the Client for the key, the fair
+// and the plain (WithoutFIFO) ones together. Before, each kind counted
+// only its own.
+func TestWaitDepthCountsFairAndPlainWaiters(t *testing.T) {
+	store := memdriver.New()
+	holder := observedClient(t, store, newRecorder())
+	o := newRecorder()
+	c := observedClient(t, store.Connect(), o)
+	ctx := ctxTimeout(t, 10*time.Second)
+	if _, err := holder.Lock(ctx, "k"); err != nil {
+		t.Fatal(err)
+	}
+	wctx, giveUp := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer giveUp()
+	for i, opts := range [][]dlock.LockOption{nil, nil, {dlock.WithoutFIFO()}} {
+		wg.Go(func() { _, _ = c.Lock(wctx, "k", opts...) })
+		o.await(t, 5*time.Second, fmt.Sprintf("waiter %d's wait event", i+1), func() bool { return len(o.wait) == i+1 })
+	}
+	o.mu.Lock()
+	last := o.wait[2]
+	o.mu.Unlock()
+	if !last.Started || last.Depth != 3 {
+		t.Errorf("the third waiter's event %+v, want Depth 3 (two fair waiters and a plain one)", last)
 	}
 }

@@ -108,14 +108,13 @@ func (qw *queueWaits) waiting(kind driver.Kind, key string, started bool) {
 		d = 1
 	}
 	qw.mu.Lock()
-	n := qw.queued[key] + d
-	if n == 0 {
+	if n := qw.queued[key] + d; n == 0 {
 		delete(qw.queued, key)
 	} else {
 		qw.queued[key] = n
 	}
 	qw.mu.Unlock()
-	qw.e.waitChanged(kind, key, started, func() int { return n })
+	qw.e.waitChanged(kind, key, started)
 }
 
 func (qw *queueWaits) unregister(id string) {

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -226,6 +227,15 @@ func (h *Hold) answered() bool {
 
 // doneRelease records the outcome of a Release call that started at start.
 func (e *Engine) doneRelease(ctx context.Context, h *Hold, start time.Time, err error) {
+	if e.releaseResult(ctx, h, start, err) == ResultError && errors.Is(err, ErrBackend) {
+		e.backendError("release", h.kind, h.key, err)
+	}
+}
+
+// releaseResult records one lease's release, as doneRelease does, except
+// for the store failure, which is its caller's to report (once per call),
+// and returns the result.
+func (e *Engine) releaseResult(ctx context.Context, h *Hold, start time.Time, err error) string {
 	var result string
 	switch {
 	case err == nil:
@@ -239,15 +249,12 @@ func (e *Engine) doneRelease(ctx context.Context, h *Hold, start time.Time, err 
 		result = ResultCanceled
 	default:
 		result = ResultError // a nil ctx too: an invalid call
-		if errors.Is(err, ErrBackend) {
-			e.backendError("release", h.kind, h.key, err)
-		}
 	}
-	if e.obs == nil {
-		return
+	if e.obs != nil {
+		e.obs.push(event{typ: evRelease, ctx: ctx, kind: h.kind, key: h.key, what: result,
+			start: start, d1: start.Sub(h.acquired), d2: e.now().Sub(start), err: err, started: h.endedByRelease()})
 	}
-	e.obs.push(event{typ: evRelease, ctx: ctx, kind: h.kind, key: h.key, what: result,
-		start: start, d1: start.Sub(h.acquired), d2: e.now().Sub(start), err: err, started: h.endedByRelease()})
+	return result
 }
 
 // endedByRelease reports, to exactly one Release call, whether a Release
@@ -300,21 +307,12 @@ func (e *Engine) renewed(res renewal, now time.Time) {
 }
 
 // waiting records a plain waiter joining (started) or leaving key's queue.
-func (e *Engine) waiting(a Attempt, started bool) {
-	e.waitChanged(a.Kind, a.Key, started, func() int {
-		e.waits.mu.Lock()
-		defer e.waits.mu.Unlock()
-		if q := e.waits.queues[a.Key]; q != nil {
-			return len(q.waiters)
-		}
-		return 0
-	})
-}
+func (e *Engine) waiting(a Attempt, started bool) { e.waitChanged(a.Kind, a.Key, started) }
 
 // waitChanged counts a waiter of either kind (plain, or queued in the
-// store) that starts or stops waiting, and tells the observer, with depth,
-// this engine's waiters for key after the change.
-func (e *Engine) waitChanged(kind driver.Kind, key string, started bool, depth func() int) {
+// store) that starts or stops waiting, and tells the observer, with this
+// engine's waiters for key after the change.
+func (e *Engine) waitChanged(kind driver.Kind, key string, started bool) {
 	d := int64(-1)
 	if started {
 		d = 1
@@ -323,7 +321,23 @@ func (e *Engine) waitChanged(kind driver.Kind, key string, started bool, depth f
 	if e.obs == nil {
 		return
 	}
-	e.obs.push(event{typ: evWait, kind: kind, key: key, started: started, n1: depth(), n2: int(n)})
+	e.obs.push(event{typ: evWait, kind: kind, key: key, started: started, n1: e.waitDepth(key), n2: int(n)})
+}
+
+// waitDepth is how many of this engine's calls wait for key now, of both
+// kinds: plain waiters (wait.go) and those queued in the store (grants.go)
+// — a fair Lock and a WithoutFIFO Lock of one key are both its waiters.
+func (e *Engine) waitDepth(key string) int {
+	n := 0
+	e.waits.mu.Lock()
+	if q := e.waits.queues[key]; q != nil {
+		n = len(q.waiters)
+	}
+	e.waits.mu.Unlock()
+	e.queue.mu.Lock()
+	n += e.queue.queued[key]
+	e.queue.mu.Unlock()
+	return n
 }
 
 // backendError counts a store failure for op and tells the observer.
@@ -367,8 +381,11 @@ func (e *Engine) failedAll(ctx context.Context, start time.Time, reqs []driver.A
 }
 
 // releasedGroup records a ReleaseGroup call: one release per lock, with the
-// group's answer, or not_held for a lock that had been lost.
+// group's answer, or not_held for a lock that had been lost; and a store
+// failure once, as for the call that failed (named after all its keys).
 func (e *Engine) releasedGroup(ctx context.Context, g *Group, start time.Time, err error) {
+	failed := false
+	keys := make([]string, 0, len(g.holds))
 	for _, h := range g.holds {
 		herr := err
 		h.mu.Lock()
@@ -378,6 +395,10 @@ func (e *Engine) releasedGroup(ctx context.Context, g *Group, start time.Time, e
 			herr = nil // the group's ErrNotHeld names other locks: this one was released
 		}
 		h.mu.Unlock()
-		e.doneRelease(ctx, h, start, herr)
+		failed = e.releaseResult(ctx, h, start, herr) == ResultError || failed
+		keys = append(keys, h.key)
+	}
+	if failed && errors.Is(err, ErrBackend) {
+		e.backendError("release", driver.KindLock, strings.Join(keys, ", "), err)
 	}
 }
