@@ -4,7 +4,7 @@
 // and a prometheus.Collector (register it with a prometheus.Registerer).
 // One Collector may observe many Clients; their events add up.
 //
-//	metrics := dlockprom.New()
+//	metrics, err := dlockprom.New()
 //	prometheus.MustRegister(metrics)
 //	locker, err := redisdriver.Open(url, dlock.WithObserver(metrics))
 //

@@ -19,16 +19,22 @@ func startEtcd(t *testing.T) string {
 	if err != nil {
 		t.Fatalf("no etcd binary (apt-get install etcd-server): %v", err)
 	}
-	port := func() int {
+	// Both listeners open at once, so the two ports differ (a port closed
+	// and asked for again can come back); then closed, for etcd.
+	var ports [2]int
+	var ls [2]net.Listener
+	for i := range ls {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer l.Close()
-		return l.Addr().(*net.TCPAddr).Port
+		ls[i], ports[i] = l, l.Addr().(*net.TCPAddr).Port
 	}
-	client := "http://127.0.0.1:" + strconv.Itoa(port())
-	peer := "http://127.0.0.1:" + strconv.Itoa(port())
+	for _, l := range ls {
+		_ = l.Close()
+	}
+	client := "http://127.0.0.1:" + strconv.Itoa(ports[0])
+	peer := "http://127.0.0.1:" + strconv.Itoa(ports[1])
 	cmd := exec.Command(bin, "--name", "t", "--data-dir", filepath.Join(t.TempDir(), "data"),
 		"--listen-client-urls", client, "--advertise-client-urls", client,
 		"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
@@ -144,5 +150,42 @@ func TestEtcdCommands(t *testing.T) {
 	}
 	if out, code := dlockCmd(noRedis, "--etcd", addr, "run", "--ttl", "1s", "short", "--", "true"); code != 64 {
 		t.Errorf("--ttl 1s on etcd (below the 2s minimum lease): exit %d, %q; want 64", code, out)
+	}
+}
+
+// On etcd too, a plain run that waits behind readers is queued: a later
+// --shared run waits behind it instead of overtaking it (a stream of
+// readers cannot starve it), and status lists it as a waiter. Before, a
+// plain run waited outside the queue on etcd, and -n -s got in.
+func TestEtcdReadersDoNotOvertakeAWaitingRun(t *testing.T) {
+	env := []string{"DLOCK_REDIS=", "DLOCK_ETCD=" + startEtcd(t)}
+	start := func(args ...string) *exec.Cmd {
+		cmd := exec.Command(dlockBin, args...)
+		cmd.Env = append(cmd.Environ(), env...)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+		return cmd
+	}
+	start("run", "--shared", "--ttl", "3s", "rw", "--", "sleep", "30")
+	waitStatus := func(want string) string {
+		t.Helper()
+		var out string
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+			if out, _ = dlockCmd(env, "status", "rw"); strings.Contains(out, want) {
+				return out
+			}
+		}
+		t.Fatalf("status never showed %q: %q", want, out)
+		return ""
+	}
+	waitStatus("shared")
+	start("run", "--ttl", "3s", "rw", "--", "true")
+	if out := waitStatus("exclusive"); !strings.Contains(out, "1 waiter") {
+		t.Errorf("status with a plain run waiting behind a reader: %q, want it listed as the one waiter", out)
+	}
+	if out, code := dlockCmd(env, "run", "-n", "--shared", "rw", "--", "true"); code != 75 || !strings.Contains(out, "queued") {
+		t.Errorf("a reader arriving after the waiting plain run, with -n: exit %d, %q; want 75, refused for the queued writer", code, out)
 	}
 }

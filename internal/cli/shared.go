@@ -48,7 +48,10 @@ func (k leaseKind) take(ctx context.Context, c *dlock.Client, key string, try bo
 	case try:
 		return c.TryLock(ctx, key, opts...)
 	}
-	return c.Lock(ctx, key, opts...)
+	// In the store's queue on every backend (etcd's Lock is plain unless
+	// asked): runs are served in the order they asked, and --shared runs
+	// that come later wait behind this one instead of overtaking it.
+	return c.Lock(ctx, key, append(opts, dlock.WithFIFO())...)
 }
 
 // busy says why a lease of this kind was refused.
