@@ -141,6 +141,10 @@ func TestUsageMessagesAgree(t *testing.T) {
 		{[]string{"run", "--min-hold", "-2", "k", "--", "true"}, nil, `--min-hold "-2": must not be negative`},
 		{[]string{"run", "-E", "256", "k", "--", "true"}, nil, `--conflict-exit-code "256": must be 0 to 255`},
 		{[]string{"run", "k", "--", "true"}, []string{"DLOCK_TTL=abc"}, `DLOCK_TTL="abc": not a duration`},
+		// Below the store's minimum TTL: refused when the Client is made,
+		// after parsing, and still named after where it came from.
+		{[]string{"run", "--ttl", "10ms", "k", "--", "true"}, nil, `--ttl 10ms: invalid argument: ttl: default TTL 10ms is below the minimum 20ms (see dlock run --help)`},
+		{[]string{"run", "k", "--", "true"}, []string{"DLOCK_TTL=10ms"}, `DLOCK_TTL="10ms": invalid argument: ttl: default TTL 10ms is below the minimum 20ms (see dlock run --help)`},
 		{[]string{"run", "k", "--", "true"}, []string{"DLOCK_WAIT=-1"}, `DLOCK_WAIT="-1": must not be negative`},
 		{[]string{"run", "k", "--", "true"}, []string{"DLOCK_QUIET=maybe"}, `DLOCK_QUIET="maybe": not a boolean`},
 		{[]string{"status", "k"}, []string{"DLOCK_TIMEOUT=soon"}, `DLOCK_TIMEOUT="soon": not a duration`},

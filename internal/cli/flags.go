@@ -43,6 +43,9 @@ type flagSpec struct {
 	env     bool   // settable from envName(name)
 	value   flag.Value
 	given   bool // set from the command line or the environment
+	// envValue is the variable's value when the environment set the flag
+	// and the command line did not; "" otherwise.
+	envValue string
 }
 
 // flagSet is a command's flags: a standard flag.FlagSet in which every
@@ -92,7 +95,7 @@ func (t trackedValue) Set(v string) error {
 		}
 		return err
 	}
-	t.spec.given = true
+	t.spec.given, t.spec.envValue = true, ""
 	return nil
 }
 
@@ -122,6 +125,16 @@ func (f *flagSet) lookup(name string) *flagSpec {
 		}
 	}
 	return nil
+}
+
+// badValue is the usage error for a value of the flag called name that
+// parsed but was refused later (a TTL below the store's minimum), naming
+// where it came from as a parse error does: the variable, or the flag.
+func (f *flagSet) badValue(name, value, why string) error {
+	if s := f.lookup(name); s != nil && s.envValue != "" {
+		return usageErrorf("%s=%q: %s (see %s)", envName(s.name), s.envValue, why, helpRef(f.cmd))
+	}
+	return usageErrorf("--%s %s: %s (see %s)", name, value, why, helpRef(f.cmd))
 }
 
 // given reports whether the flag called name was set by the command line
@@ -187,7 +200,7 @@ func (f *flagSet) applyEnv(getenv func(string) string) error {
 		if err := s.value.Set(v); err != nil {
 			return usageErrorf("%s=%q: %v (see %s)", envName(s.name), v, err, helpRef(f.cmd))
 		}
-		s.given = true
+		s.given, s.envValue = true, v
 	}
 	return nil
 }

@@ -61,7 +61,7 @@ func runCommand(ctx context.Context, s *invocation, o *runOptions, args []string
 	// take just below: usage errors, found before any round trip.
 	client, err := s.openClient(opts...)
 	if errors.Is(err, dlock.ErrInvalidTTL) {
-		return usageErrorf("--ttl %v: %s", *o.ttl, strings.TrimPrefix(err.Error(), "dlock: "))
+		return s.flags.badValue("ttl", fmt.Sprint(*o.ttl), strings.TrimPrefix(err.Error(), "dlock: "))
 	}
 	if err != nil {
 		return err
