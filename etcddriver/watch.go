@@ -19,9 +19,10 @@ const rewatchDelay = 100 * time.Millisecond
 var errWatcherClosed = errors.New("release watcher closed")
 
 // watcher follows the keys some local waiter waits for, two etcd watches
-// per key (its exclusive holder, and its readers and permit holders). The etcd client carries every watch made with the same context
-// metadata on one gRPC stream, so a Client has one stream however many
-// keys it follows. Notifications are queued and delivered, in order, by
+// per key (its exclusive holder, and its readers and permit holders). The
+// etcd client carries every watch made with the same context metadata on
+// one gRPC stream, so a Client has one stream however many keys it
+// follows. Notifications are queued and delivered, in order, by
 // one goroutine: a slow callback delays nothing else and loses nothing.
 type watcher struct {
 	d         *Driver

@@ -294,7 +294,8 @@ func (e *Engine) takeOver(ctx context.Context, kind driver.Kind, req driver.Queu
 	return e.newHold(ctx, kind, req.Key, req.ID, token, req.TTL, sent, sent, renew)
 }
 
-// newHold tracks a lease whose deadline counts from sent.
+// newHold tracks a lease whose deadline counts from sent and whose hold
+// time counts from acquired.
 func (e *Engine) newHold(ctx context.Context, kind driver.Kind, key, id string, token uint64, ttl time.Duration, sent, acquired time.Time, renew bool) (*Hold, error) {
 	h := &Hold{e: e, kind: kind, key: key, id: id, token: token, ttl: ttl, acquired: acquired}
 	h.inner, h.cancel = context.WithCancelCause(context.WithoutCancel(ctx))
