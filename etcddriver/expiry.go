@@ -3,6 +3,7 @@ package etcddriver
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -13,7 +14,9 @@ import (
 // without a new holder's put before it is taken for an expiry. A release
 // that finds waiters deletes the key and then hands it off in a second
 // request (the queue step), which puts it again; an expired holder's key
-// is deleted by etcd and nothing follows.
+// is deleted by etcd and nothing follows. It is also how long the events
+// of one revision (a deletion and its release marker, on two watches) may
+// take to arrive.
 const handoffGrace = 100 * time.Millisecond
 
 // expiryWatches is the expiry hook etcd lacks for the fair queue. etcd
@@ -24,9 +27,8 @@ const handoffGrace = 100 * time.Millisecond
 // and a deletion that no hand-off follows within handoffGrace gets one
 // queue step, which grants the head whichever Client it belongs to. A
 // releaser that died between its release and its hand-off is cured the
-// same way. Readers' and permit holders' expiries are not watched: their
-// releases delete their keys with nothing to follow, so every waiting
-// Client would step the queue on every such release.
+// same way. The same holds for readers and permit holders, whose releases
+// are told from expiries by the release marker each writes (see follow).
 type expiryWatches struct {
 	d      *Driver
 	ctx    context.Context // ends every watch on Close
@@ -36,6 +38,8 @@ type expiryWatches struct {
 	names  map[string]*expiryWatch
 	closed bool
 	wg     sync.WaitGroup
+
+	steps atomic.Int64 // queue steps taken for deletions taken for expiries
 }
 
 // expiryWatch is one watched name. It lasts while a local waiter may still
@@ -74,9 +78,15 @@ func (x *expiryWatches) keep(name string, rev int64, ttl time.Duration) {
 	go x.follow(name, w, rev)
 }
 
-// follow watches name's lock key until the watch lapses, etcd ends it or
-// the driver closes. A watch etcd ends is not made again: the waiters'
-// own pokes and renewals still grant, and their next request restarts it.
+// follow watches name until the watch lapses, etcd ends it or the driver
+// closes. A watch etcd ends is not made again: the waiters' own pokes and
+// renewals still grant, and their next request restarts it.
+//
+// Three watches tell an expiry from a release, with no request of their
+// own: the lock key (a release that hands off puts it again), the name's
+// reader and permit holder keys, and the name's release markers (a
+// holder's release writes its marker in the same revision as it deletes
+// its key; an expiry deletes the key alone).
 func (x *expiryWatches) follow(name string, w *expiryWatch, rev int64) {
 	defer x.wg.Done()
 	defer func() {
@@ -88,11 +98,21 @@ func (x *expiryWatches) follow(name string, w *expiryWatch, rev int64) {
 	}()
 	ctx, cancel := context.WithCancel(clientv3.WithRequireLeader(x.ctx))
 	defer cancel()
-	var opts []clientv3.OpOption
-	if rev > 0 {
-		opts = append(opts, clientv3.WithRev(rev+1))
+	from := func(opts ...clientv3.OpOption) []clientv3.OpOption {
+		if rev > 0 {
+			opts = append(opts, clientv3.WithRev(rev+1))
+		}
+		return opts
 	}
-	events := x.d.cli.Watch(ctx, x.d.lockKey(name), opts...)
+	lockEvents := x.d.cli.Watch(ctx, x.d.lockKey(name), from()...)
+	holderEvents := x.d.cli.Watch(ctx, x.d.holderPrefix(name), from(clientv3.WithPrefix(), clientv3.WithFilterPut())...)
+	markerEvents := x.d.cli.Watch(ctx, x.d.qmarkPrefix(name), from(clientv3.WithPrefix(), clientv3.WithFilterDelete())...)
+	// What the next grace timeout decides on: the lock key deleted with no
+	// put since, and holder deletions (by revision) with no release marker
+	// of the same revision. Both orders of a revision's events are
+	// handled: its marker may come before or after its deletion.
+	lockGone := false
+	holderGone, marked := map[int64]bool{}, map[int64]bool{}
 	grace := time.NewTimer(time.Hour)
 	grace.Stop()
 	defer grace.Stop()
@@ -100,21 +120,45 @@ func (x *expiryWatches) follow(name string, w *expiryWatch, rev int64) {
 	defer lapse.Stop()
 	for {
 		select {
-		case resp, ok := <-events:
+		case resp, ok := <-lockEvents:
 			if !ok || resp.Canceled || resp.Err() != nil {
 				return
 			}
 			for _, ev := range resp.Events {
-				if ev.Type == mvccpb.DELETE {
+				if lockGone = ev.Type == mvccpb.DELETE; lockGone {
 					grace.Reset(handoffGrace)
-				} else {
-					grace.Stop() // a new holder: a hand-off, or an acquisition
+				} // else a new holder: a hand-off, or an acquisition
+			}
+		case resp, ok := <-holderEvents:
+			if !ok || resp.Canceled || resp.Err() != nil {
+				return
+			}
+			for _, ev := range resp.Events { // deletes only
+				if r := ev.Kv.ModRevision; !marked[r] {
+					holderGone[r] = true
+					grace.Reset(handoffGrace)
 				}
 			}
+		case resp, ok := <-markerEvents:
+			if !ok || resp.Canceled || resp.Err() != nil {
+				return
+			}
+			for _, ev := range resp.Events { // puts only
+				r := ev.Kv.ModRevision
+				marked[r] = true
+				delete(holderGone, r)
+			}
 		case <-grace.C:
-			sctx, scancel := context.WithTimeout(ctx, x.d.timeout)
-			_, _ = x.d.settle(sctx, name, "") // failing, it leaves the grant to the waiters' own requests
-			scancel()
+			if lockGone || len(holderGone) > 0 {
+				x.steps.Add(1)
+				sctx, scancel := context.WithTimeout(ctx, x.d.timeout)
+				_, _ = x.d.settle(sctx, name, "") // failing, it leaves the grant to the waiters' own requests
+				scancel()
+			}
+			// Every event of those revisions has come by now.
+			lockGone = false
+			clear(holderGone)
+			clear(marked)
 		case <-lapse.C:
 			// Checked and dropped under one lock: a keep in between would
 			// otherwise extend a watch that is about to end.

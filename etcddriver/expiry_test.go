@@ -47,3 +47,51 @@ func TestExpiryWatchLapsesAndCloses(t *testing.T) {
 		t.Errorf("keep after Close started a watch (%d names)", n)
 	}
 }
+
+// A reader's release is told from an expiry by its release marker: the
+// Driver of a writer waiting behind readers takes no queue step when one
+// of them releases (the releaser's own step does what is to be done). An
+// expiry watch that took every deletion for an expiry would read the
+// queue once per release in every waiting Client.
+func TestExpiryWatchIgnoresReleases(t *testing.T) {
+	m := member(t)
+	readers, _ := rootClient(t, etcdtest.Client(t, m.Addr()))
+	waiter, d := rootClient(t, etcdtest.Client(t, m.Addr()))
+	ctx := ctxT(t)
+	rw := waiter.RWMutex("rw")
+	a, err := readers.RWMutex("rw").RLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := readers.RWMutex("rw").RLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 1)
+	go func() {
+		l, err := rw.Lock(ctx)
+		if err == nil {
+			err = l.Unlock(ctx)
+		}
+		got <- err
+	}()
+	waitQueue(t, d, "rw", 1)
+	if n := watchedNames(d); n != 1 {
+		t.Fatalf("%d names watched by the waiter's Driver, want 1", n)
+	}
+	if err := a.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Longer than handoffGrace, after which a deletion taken for an
+	// expiry gets its queue step: none may come.
+	time.Sleep(3 * handoffGrace)
+	if n := d.expiry.steps.Load(); n != 0 {
+		t.Errorf("the waiter's Driver took %d queue steps after another Client's reader released, want 0", n)
+	}
+	if err := b.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatalf("the writer, after both readers left: %v", err)
+	}
+}

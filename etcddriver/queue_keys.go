@@ -48,9 +48,10 @@ func (d *Driver) waiterPrefix(name string) string  { return d.queuePrefix(name) 
 func (d *Driver) holderPrefix(name string) string  { return d.queuePrefix(name) + holderPart }
 func (d *Driver) waiterKey(name, id string) string { return d.waiterPrefix(name) + id }
 func (d *Driver) holderKey(name, id string) string { return d.holderPrefix(name) + id }
-func (d *Driver) qmarkKey(name, id string) string {
-	return d.prefix + qmarkSpace + lenPrefixed(name) + id
-}
+func (d *Driver) qmarkKey(name, id string) string  { return d.qmarkPrefix(name) + id }
+
+// qmarkPrefix holds the release markers of name's queued leases.
+func (d *Driver) qmarkPrefix(name string) string  { return d.prefix + qmarkSpace + lenPrefixed(name) }
 func (d *Driver) inboxPrefix(inbox string) string { return d.prefix + inboxSpace + lenPrefixed(inbox) }
 
 // queueEmptyCmp is the Txn condition "name has no waiter and no queued

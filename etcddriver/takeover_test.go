@@ -87,3 +87,79 @@ func TestFairLockCrashedHolderTakenOverByTheNewHead(t *testing.T) {
 	}
 	_ = g.lease.Unlock(ctx)
 }
+
+// A writer queued behind a reader that crashes takes the lock about
+// handoffGrace after etcd deletes the reader's key at its lease's expiry,
+// and a permit waiter likewise behind a crashed permit holder. The
+// waiter's Driver tells the expiry from a release by the release marker a
+// release writes in the same revision. Before, the grant came with the
+// next queue step, up to TTL/3 later (about 1 s after the deletion here).
+func TestCrashedReaderOrPermitHolderTakenOver(t *testing.T) {
+	const ttl = 3 * time.Second
+	for _, c := range []struct {
+		name       string
+		hold, wait func(c *dlock.Client, ctx context.Context, name string) (*dlock.Lease, error)
+	}{
+		{"reader", func(c *dlock.Client, ctx context.Context, name string) (*dlock.Lease, error) {
+			return c.RWMutex(name).RLock(ctx, dlock.WithTTL(ttl))
+		}, func(c *dlock.Client, ctx context.Context, name string) (*dlock.Lease, error) {
+			return c.RWMutex(name).Lock(ctx, dlock.WithTTL(ttl))
+		}},
+		{"permit", func(c *dlock.Client, ctx context.Context, name string) (*dlock.Lease, error) {
+			return c.Semaphore(name, 1).Acquire(ctx, dlock.WithTTL(ttl))
+		}, func(c *dlock.Client, ctx context.Context, name string) (*dlock.Lease, error) {
+			return c.Semaphore(name, 1).Acquire(ctx, dlock.WithTTL(ttl))
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			m := member(t)
+			admin := etcdtest.Client(t, m.Addr())
+			holderCli := etcdtest.Client(t, m.Addr())
+			holder, d := rootClient(t, holderCli)
+			waiter, wd := rootClient(t, admin)
+			name := "crash-" + c.name
+			ctx := ctxT(t)
+			if _, err := c.hold(holder, ctx, name); err != nil {
+				t.Fatal(err)
+			}
+			deleted := make(chan time.Time, 1)
+			wctx, stop := context.WithCancel(ctx)
+			defer stop()
+			wch := admin.Watch(wctx, d.holderPrefix(name), clientv3.WithPrefix(), clientv3.WithFilterPut())
+			go func() {
+				for resp := range wch {
+					if len(resp.Events) > 0 {
+						deleted <- time.Now()
+						return
+					}
+				}
+			}()
+			got := make(chan granted, 1)
+			go func() {
+				l, err := c.wait(waiter, ctx, name)
+				got <- granted{1, l, err}
+			}()
+			waitQueue(t, d, name, 1)
+			_ = holderCli.Close() // the holder crashes: never renewed or released again
+			var at time.Time
+			select {
+			case at = <-deleted:
+			case <-time.After(2 * ttl):
+				t.Fatal("the crashed holder's key was not deleted within two TTLs")
+			}
+			g := <-got
+			if g.err != nil {
+				t.Fatal(g.err)
+			}
+			late := time.Since(at)
+			t.Logf("the waiter got the lock %v after etcd deleted the crashed %s's key", late.Round(time.Millisecond), c.name)
+			if bound := handoffGrace + 200*time.Millisecond; late > bound {
+				t.Errorf("the waiter got the lock %v after the deletion, want within %v", late.Round(time.Millisecond), bound)
+			}
+			if n := wd.expiry.steps.Load(); n != 1 {
+				t.Errorf("the waiter's Driver took %d queue steps for the expiry, want 1", n)
+			}
+			_ = g.lease.Unlock(ctx)
+		})
+	}
+}
