@@ -49,6 +49,7 @@ func (e *Engine) Acquire(ctx context.Context, req driver.AcquireRequest, renew b
 // renew the lease is renewed every TTL/3 until released; without, it ends
 // at its validity deadline.
 func (e *Engine) TryAcquireWith(ctx context.Context, a Attempt, renew bool) (*Hold, error) {
+	defer e.observing()()
 	op := e.startAcquire(&a)
 	h, err := e.tryAcquire(ctx, a, renew)
 	e.doneAcquire(ctx, op, a, h, err)
@@ -69,6 +70,7 @@ func (e *Engine) tryAcquire(ctx context.Context, a Attempt, renew bool) (*Hold, 
 // AcquireWith makes attempts until one is granted, waiting as long as ctx
 // allows (see wait.go).
 func (e *Engine) AcquireWith(ctx context.Context, a Attempt, renew bool) (*Hold, error) {
+	defer e.observing()()
 	op := e.startAcquire(&a)
 	h, _, err := e.patientAttempt(ctx, a, false, renew)
 	if h == nil && err == nil {

@@ -139,6 +139,21 @@ func (e *Engine) validity(ttl time.Duration) time.Duration { return ttl - e.Drif
 // sinceEpoch is the current time as a deadline value.
 func (e *Engine) sinceEpoch() int64 { return int64(e.now().Sub(e.epoch)) }
 
+// observing keeps Close from closing the observer queue while a call that
+// may change what is held has still to queue its event: Close waits for
+// ops before it closes the queue, so the event of a call that raced Close,
+// queued after the call's last op ended, would otherwise be dropped — an
+// acquisition or release missing from the events, and a gauge built on
+// them off for good. Every wait of such a call also watches e.closed, so
+// Close is not held up by it. Call the returned func once the event is
+// queued.
+func (e *Engine) observing() (done func()) {
+	if e.obs == nil || !e.beginOp() {
+		return func() {}
+	}
+	return e.ops.Done
+}
+
 func (e *Engine) isClosed() bool {
 	select {
 	case <-e.closed:
@@ -214,6 +229,7 @@ func (e *Engine) Release(ctx context.Context, h *Hold) error {
 	if h.answered() {
 		return e.release(ctx, h) // the remembered answer: nothing to observe
 	}
+	defer e.observing()()
 	start := e.observeStart()
 	err := e.release(ctx, h)
 	e.doneRelease(ctx, h, start, err)

@@ -119,6 +119,7 @@ func (e *Engine) ReleaseGroup(ctx context.Context, g *Group) error {
 	if answered {
 		return e.releaseGroup(ctx, g) // the remembered answer: nothing to observe
 	}
+	defer e.observing()()
 	start := e.observeStart()
 	err := e.releaseGroup(ctx, g)
 	e.releasedGroup(ctx, g, start, err)

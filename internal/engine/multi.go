@@ -39,6 +39,7 @@ func groupLost(reqs []driver.AcquireRequest, g *Group) error {
 // ErrNotAcquired, naming a busy key, when one is held by another owner;
 // then nothing is held.
 func (e *Engine) TryAcquireAll(ctx context.Context, reqs []driver.AcquireRequest, renew bool) (*Group, error) {
+	defer e.observing()()
 	start := e.observeStart()
 	g, err := e.acquireAll(ctx, reqs, renew, false)
 	e.failedAll(ctx, start, reqs, err)
@@ -47,6 +48,7 @@ func (e *Engine) TryAcquireAll(ctx context.Context, reqs []driver.AcquireRequest
 
 // AcquireAll takes every lock of reqs, waiting as long as ctx allows.
 func (e *Engine) AcquireAll(ctx context.Context, reqs []driver.AcquireRequest, renew bool) (*Group, error) {
+	defer e.observing()()
 	start := e.observeStart()
 	g, err := e.acquireAll(ctx, reqs, renew, true)
 	e.failedAll(ctx, start, reqs, err)

@@ -72,6 +72,7 @@ func (e *Engine) TryAcquireQueued(ctx context.Context, req driver.QueueRequest, 
 // the background at once; if the store granted it meanwhile, that release
 // frees the grant too, for the next waiter.
 func (e *Engine) AcquireQueued(ctx context.Context, req driver.QueueRequest, renew bool) (*Hold, error) {
+	defer e.observing()()
 	op := acquireOp{start: e.observeStart()}
 	if e.obs != nil {
 		op.attempts = new(int) // each Enqueue counts as an attempt
