@@ -240,6 +240,13 @@ func (e *Engine) release(ctx context.Context, h *Hold) error {
 	// Err ends the hold as lost if its deadline has passed, even when the
 	// renewal loop has not got to it yet.
 	_ = h.Err()
+	if !h.answered() {
+		giveBack, err := h.unlock.take(ctx, e, h.key)
+		if err != nil {
+			return err
+		}
+		defer giveBack()
+	}
 	h.mu.Lock()
 	if h.unlockDone {
 		err := h.unlockErr

@@ -31,6 +31,7 @@ type Group struct {
 	mu         sync.Mutex
 	unlockDone bool
 	unlockErr  error
+	unlock     unlockTurn
 }
 
 func (e *Engine) newGroup(ctx context.Context, n int) *Group {
@@ -128,6 +129,16 @@ func (e *Engine) ReleaseGroup(ctx context.Context, g *Group) error {
 
 func (e *Engine) releaseGroup(ctx context.Context, g *Group) error {
 	_ = g.Err() // ends a hold past its deadline as lost
+	g.mu.Lock()
+	answered := g.unlockDone
+	g.mu.Unlock()
+	if !answered {
+		giveBack, err := g.unlock.take(ctx, e, groupName(g))
+		if err != nil {
+			return err
+		}
+		defer giveBack()
+	}
 	g.mu.Lock()
 	if g.unlockDone {
 		err := g.unlockErr

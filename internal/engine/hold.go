@@ -45,6 +45,7 @@ type Hold struct {
 	reason     error // why the hold ended; nil while held
 	unlockDone bool  // Release gave a definitive answer
 	unlockErr  error // that answer
+	unlock     unlockTurn
 }
 
 // Key returns the lock's name.
