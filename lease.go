@@ -118,10 +118,9 @@ func (l *Lease) Nested() bool { return l.nest != nil }
 
 // Unlock releases the lock if it is still ours, and ends the lease either
 // way: renewal stops at once. It returns nil when the lock was released
-// (also when an earlier attempt released it but its reply was lost, as long
-// as no later holder has released the lock since: the store keeps the
-// record of the name's latest release only, and a retry after that answers
-// ErrNotHeld),
+// (also when an earlier attempt released it but its reply was lost, and
+// later holders have released the lock since: the store keeps a record of
+// each release for the TTL the lock had left),
 // ErrNotHeld when the lock had already been lost — the other holder's lock
 // is left intact — and a backend error when the store could not be reached,
 // in which case calling Unlock again retries. When ctx is already done (a

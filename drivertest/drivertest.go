@@ -116,6 +116,7 @@ func Run(t *testing.T, h Harness) {
 		{"Retry", []subtest{
 			{"Acquire", testRetryAcquire, true},
 			{"Release", testRetryRelease, true},
+			{"AfterNextRelease", testRetryAfterNextRelease, true},
 			{"Stranger", testRetryStranger, true},
 			{"ReleaseBatch", testReleaseBatch, true},
 		}},

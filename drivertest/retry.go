@@ -109,3 +109,21 @@ func testReleaseBatch(t *testing.T, h Harness) {
 		t.Errorf("Release of an empty batch = %v, %v; want no results, no error", got, err)
 	}
 }
+
+// testRetryAfterNextRelease: a release retried after the lock moved on —
+// another holder took it and released it too, twice — is still
+// AlreadyReleased, not NotHeld: the retry is of a release that happened
+// (Unlock's retry after a lost reply, on a busy or fair lock).
+func testRetryAfterNextRelease(t *testing.T, h Harness) {
+	e := newEnv(t, h)
+	k := e.key("lock")
+	ttl := e.ttl(longTTL)
+	a := e.acquire(k, ttl)
+	e.releaseOne(a, driver.Released)
+	for range 2 {
+		e.releaseOne(e.acquire(k, ttl), driver.Released)
+	}
+	if got := e.release(driver.ReleaseRequest{Key: k, ID: a.id})[0]; got != driver.AlreadyReleased {
+		t.Errorf("retry of a release after two later holders released: %s, want AlreadyReleased", resultName(got))
+	}
+}

@@ -177,8 +177,14 @@ func ttlSeconds(ttl time.Duration) (int64, error) {
 	return int64(ttl / time.Second), nil
 }
 
-func (d *Driver) lockKey(name string) string   { return d.prefix + lockSpace + name }
-func (d *Driver) markerKey(name string) string { return d.prefix + markerSpace + name }
+func (d *Driver) lockKey(name string) string { return d.prefix + lockSpace + name }
+
+// markerKey is the release marker of id's lock of name: one per release,
+// so that a retried release is recognised also after later holders
+// released the name too.
+func (d *Driver) markerKey(name, id string) string {
+	return d.prefix + markerSpace + lenPrefixed(name) + id
+}
 
 // nameOf inverts lockKey.
 func (d *Driver) nameOf(key []byte) string {

@@ -152,7 +152,7 @@ func (d *Driver) releaseQueued(ctx context.Context, r driver.ReleaseRequest) (dr
 			clientv3.OpGet(own),
 			clientv3.OpGet(d.qmarkKey(r.Key, r.ID)),
 			clientv3.OpGet(d.lockKey(r.Key)),
-			clientv3.OpGet(d.markerKey(r.Key)),
+			clientv3.OpGet(d.markerKey(r.Key, r.ID)),
 			clientv3.OpGet(d.holderKey(r.Key, r.ID)),
 		).Commit()
 		if err != nil {

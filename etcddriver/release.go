@@ -48,7 +48,7 @@ func (d *Driver) releaseRound(ctx context.Context, reqs []driver.ReleaseRequest,
 		ops := make([]clientv3.Op, len(round))
 		for j, i := range round {
 			r := reqs[i]
-			key, mkey := d.lockKey(r.Key), d.markerKey(r.Key)
+			key, mkey := d.lockKey(r.Key), d.markerKey(r.Key, r.ID)
 			then := []clientv3.Op{clientv3.OpDelete(key)}
 			if marker != 0 {
 				then = append(then, clientv3.OpPut(mkey, r.ID, clientv3.WithLease(marker)))

@@ -83,12 +83,12 @@ func (d *Driver) Release(ctx context.Context, reqs []driver.ReleaseRequest) ([]d
 func (s *store) release(r driver.ReleaseRequest, now time.Time) driver.ReleaseResult {
 	if l, ok := s.live(r.Key, now); ok && l.id == r.ID {
 		delete(s.locks, r.Key)
-		s.released[r.Key] = releasedState{id: r.ID, expires: l.expires}
+		s.released[releasedKey{r.Key, r.ID}] = l.expires
 		s.notify(r.Key)
 		s.settle(r.Key, now) // hand off to the queue's head, if any
 		return driver.Released
 	}
-	if rel, ok := s.lastRelease(r.Key, now); ok && rel.id == r.ID {
+	if s.releasedBy(r.Key, r.ID, now) {
 		return driver.AlreadyReleased
 	}
 	return driver.NotHeld

@@ -156,7 +156,7 @@ type store struct {
 
 	mu       sync.Mutex
 	locks    map[string]lockState
-	released map[string]releasedState
+	released map[releasedKey]time.Time
 	// last is the latest fencing token issued, for all keys together. One
 	// counter for the whole store gives every key strictly increasing
 	// tokens without any per-key state outliving its lock: memory stays
@@ -183,22 +183,21 @@ type lockState struct {
 	expires time.Time
 }
 
-// releasedState remembers the last release of a key, so that a retry of
-// that release can be told apart from a release by a stranger. Like the
-// record a Redis store keeps, it lasts only for the remaining TTL of the
-// released lock: memory stays bounded by the TTLs, and a retry later than
-// that gets NotHeld, which is what it would have got for an expired lock.
-type releasedState struct {
-	id      string
-	expires time.Time
-}
+// releasedKey names the remembered release of one lock by one owner, so
+// that a retry of that release can be told apart from a release by a
+// stranger, also after later holders released the lock too. Like the
+// records a Redis store keeps, each lasts only for the remaining TTL of
+// the released lock (the map's value): memory stays bounded by the TTLs,
+// and a retry later than that gets NotHeld, which is what it would have
+// got for an expired lock.
+type releasedKey struct{ key, id string }
 
 func newStore(now func() time.Time, caps driver.Capabilities) *store {
 	return &store{
 		now:       now,
 		caps:      caps,
 		locks:     make(map[string]lockState),
-		released:  make(map[string]releasedState),
+		released:  make(map[releasedKey]time.Time),
 		watchers:  make(map[*watcher]struct{}),
 		queues:    make(map[string]*queueState),
 		qreleased: make(map[queueLease]time.Time),
@@ -224,14 +223,15 @@ func (s *store) live(key string, now time.Time) (lockState, bool) {
 	return l, ok
 }
 
-// lastRelease returns key's remembered release, if it has not expired.
-func (s *store) lastRelease(key string, now time.Time) (releasedState, bool) {
-	r, ok := s.released[key]
-	if ok && !now.Before(r.expires) {
-		delete(s.released, key)
-		return releasedState{}, false
+// releasedBy reports whether id's release of key is remembered at now.
+func (s *store) releasedBy(key, id string, now time.Time) bool {
+	rk := releasedKey{key, id}
+	exp, ok := s.released[rk]
+	if ok && !now.Before(exp) {
+		delete(s.released, rk)
+		return false
 	}
-	return r, ok
+	return ok
 }
 
 // tick counts one operation and, every so many, deletes every expired
@@ -247,8 +247,8 @@ func (s *store) tick(now time.Time) {
 			delete(s.locks, k)
 		}
 	}
-	for k, r := range s.released {
-		if !now.Before(r.expires) {
+	for k, exp := range s.released {
+		if !now.Before(exp) {
 			delete(s.released, k)
 		}
 	}

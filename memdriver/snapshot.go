@@ -10,7 +10,7 @@ import (
 // Driver.Restart to restore.
 type Snapshot struct {
 	locks     map[string]lockState
-	released  map[string]releasedState
+	released  map[releasedKey]time.Time
 	queues    map[string]*queueState
 	qreleased map[queueLease]time.Time
 }
@@ -54,7 +54,7 @@ func (d *Driver) Restart(from *Snapshot) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.locks = make(map[string]lockState)
-	s.released = make(map[string]releasedState)
+	s.released = make(map[releasedKey]time.Time)
 	s.queues = make(map[string]*queueState)
 	s.qreleased = make(map[queueLease]time.Time)
 	if from != nil {

@@ -35,6 +35,7 @@ for i = 1, n do
     -- refused request stays held.
     for j = 1, n do
       if owns(vals[2 * j - 1], ARGV[3 * j - 1]) then
+        keep_release(KEYS[2 * j - 1], KEYS[2 * j], vals[2 * j])
         redis.call('RENAME', KEYS[2 * j - 1], KEYS[2 * j])
         redis.call('PUBLISH', KEYS[2 * j - 1] .. CHANNEL_SUFFIX, '')
       end

@@ -10,6 +10,7 @@ local tok = token_of(v, KEYS[1])
 -- Keep the token on record like a release does (acquire.lua relies on it),
 -- but without the holder's id: the holder's own release must answer
 -- NOT_HELD, not ALREADY_RELEASED. An empty id is one no owner has.
+keep_release(KEYS[1], KEYS[2], redis.call('GET', KEYS[2]))
 redis.call('RENAME', KEYS[1], KEYS[2])
 redis.call('SET', KEYS[2], string.sub(v, (string.find(v, SEP, 1, true))), 'KEEPTTL')
 if redis.call('EXISTS', KEYS[1] .. ':q') == 1 then

@@ -23,6 +23,33 @@ local function owned(key, idp)
   return owns(redis.call('GET', key), idp)
 end
 
+-- A release RENAMEs the lock to "<lock>:last", which keeps its value, and
+-- with it the releaser's id, for the TTL the lock had left: a retry of the
+-- release after a lost reply finds its id there. A later release of the
+-- same name takes :last over; keep_release first moves the record there
+-- (prev, the value at last; false if none) to a key of the releaser's own,
+-- "<lock>:r:<id>" SEP, with the TTL it had (RENAME keeps it), so that the
+-- retry is still recognised (released_by) after the lock moved on.
+local function release_key(lock, idp)
+  return lock .. ':r:' .. idp
+end
+
+local function keep_release(lock, last, prev)
+  if not prev then
+    return
+  end
+  local a = string.find(prev, SEP, 1, true)
+  if a and a > 1 then -- a force release's record has no id: nothing to keep
+    redis.call('RENAME', last, release_key(lock, string.sub(prev, 1, a)))
+  end
+end
+
+-- released_by reports whether the owner with id prefix idp released lock,
+-- whose :last holds last_v (false for none).
+local function released_by(lock, last_v, idp)
+  return owns(last_v, idp) or redis.call('EXISTS', release_key(lock, idp)) == 1
+end
+
 -- token_of returns the fencing token in lock value v, read from key (named
 -- in the error), as its digits and as a number. Tokens are microsecond
 -- counts, exact in a Lua number (a double) below MAX_TOKEN = 2^53, which

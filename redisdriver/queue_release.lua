@@ -35,9 +35,10 @@ for i = 1, #KEYS do
     res[i] = '__RELEASED__'
   elseif what == 'W' and owned(K.lock, id .. SEP) then
     -- Granted the exclusive lease while its waiter gave up: pass it on.
+    keep_release(K.lock, K.last, redis.call('GET', K.last))
     redis.call('RENAME', K.lock, K.last)
     res[i] = '__RELEASED__'
-  elseif redis.call('ZSCORE', K.e, 'r:' .. id) or (what == 'W' and owned(K.last, id .. SEP)) then
+  elseif redis.call('ZSCORE', K.e, 'r:' .. id) or (what == 'W' and released_by(K.lock, redis.call('GET', K.last), id .. SEP)) then
     res[i] = '__ALREADY_RELEASED__'
   else
     res[i] = '__NOT_HELD__'

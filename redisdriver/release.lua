@@ -12,9 +12,11 @@
 local res = {}
 for i = 1, #KEYS / 2 do
   local lock, last, idp = KEYS[2 * i - 1], KEYS[2 * i], ARGV[1 + i]
-  -- The queue marker comes with the lock in one MGET (queue_lib.lua).
-  local v, queued = unpack(redis.call('MGET', lock, lock .. ':q'))
+  -- The queue marker and the last release come with the lock in one MGET
+  -- (queue_lib.lua, keep_release in lib.lua).
+  local v, queued, prev = unpack(redis.call('MGET', lock, lock .. ':q', last))
   if owns(v, idp) then
+    keep_release(lock, last, prev)
     redis.call('RENAME', lock, last)
     if queued then
       -- Fair waiters: hand the lock to the head in this same step.
@@ -29,7 +31,7 @@ for i = 1, #KEYS / 2 do
       redis.call('PUBLISH', lock .. CHANNEL_SUFFIX, '')
     end
     res[i] = '__RELEASED__'
-  elseif owned(last, idp) then
+  elseif released_by(lock, prev, idp) then
     res[i] = '__ALREADY_RELEASED__'
   else
     res[i] = '__NOT_HELD__'

@@ -93,8 +93,9 @@ func TestReleaseNotifiesWithAndWithoutCachedScript(t *testing.T) {
 }
 
 // A release sent again after it succeeded answers AlreadyReleased — also
-// while another owner holds the lock, which it took after that release —
-// until another owner has released the lock since.
+// while another owner holds the lock, which it took after that release,
+// and after that owner released it too (its record is kept under a key of
+// its own, "<lock>:r:<id>" SEP, when a later release takes :last over).
 func TestRepeatedReleaseIsRecognised(t *testing.T) {
 	srv := redistest.Start(t)
 	d := newDriver(t, srv.Client(t))
@@ -108,8 +109,16 @@ func TestRepeatedReleaseIsRecognised(t *testing.T) {
 		t.Fatalf("repeated release while another owner holds the lock: %v; want AlreadyReleased", res)
 	}
 	mustRelease(t, d, "k", "b")
-	if res := release(t, d, "k", "a"); res != driver.NotHeld {
-		t.Fatalf("release by a former owner after another released: %v; want NotHeld", res)
+	if res := release(t, d, "k", "a"); res != driver.AlreadyReleased {
+		t.Fatalf("repeated release after another owner released too: %v; want AlreadyReleased", res)
+	}
+	if res := release(t, d, "k", "c"); res != driver.NotHeld {
+		t.Fatalf("release by a stranger: %v; want NotHeld", res)
+	}
+	// The kept record lasts as long as the lock had left, like :last.
+	ttl, err := srv.Client(t).PTTL(context.Background(), "dlock:{k}:r:a"+sep).Result()
+	if err != nil || ttl <= 0 {
+		t.Errorf("the kept record of a's release: PTTL %v, %v; want the lock's remaining TTL", ttl, err)
 	}
 }
 
