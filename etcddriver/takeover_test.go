@@ -68,17 +68,7 @@ func TestFairLockCrashedHolderTakenOverByTheNewHead(t *testing.T) {
 	if err := <-gaveUp; !errors.Is(err, context.Canceled) {
 		t.Fatalf("the first waiter, cancelled: %v", err)
 	}
-	var at time.Time
-	select {
-	case at = <-deleted:
-	case <-time.After(2 * ttl):
-		t.Fatal("the crashed holder's key was not deleted within two TTLs")
-	}
-	g := <-got
-	if g.err != nil {
-		t.Fatal(g.err)
-	}
-	late := time.Since(at)
+	late, at, g := deletedThenGranted(t, deleted, got, ttl)
 	t.Logf("key deleted %v after the acquisition; the new head got the lock %v later", at.Sub(start).Round(time.Millisecond), late.Round(time.Millisecond))
 	// The grace, then one queue step (a read and a Txn) and the grant's
 	// announcement, on a loaded machine.
@@ -141,17 +131,7 @@ func TestCrashedReaderOrPermitHolderTakenOver(t *testing.T) {
 			}()
 			waitQueue(t, d, name, 1)
 			_ = holderCli.Close() // the holder crashes: never renewed or released again
-			var at time.Time
-			select {
-			case at = <-deleted:
-			case <-time.After(2 * ttl):
-				t.Fatal("the crashed holder's key was not deleted within two TTLs")
-			}
-			g := <-got
-			if g.err != nil {
-				t.Fatal(g.err)
-			}
-			late := time.Since(at)
+			late, _, g := deletedThenGranted(t, deleted, got, ttl)
 			t.Logf("the waiter got the lock %v after etcd deleted the crashed %s's key", late.Round(time.Millisecond), c.name)
 			if bound := handoffGrace + 200*time.Millisecond; late > bound {
 				t.Errorf("the waiter got the lock %v after the deletion, want within %v", late.Round(time.Millisecond), bound)
@@ -162,4 +142,21 @@ func TestCrashedReaderOrPermitHolderTakenOver(t *testing.T) {
 			_ = g.lease.Unlock(ctx)
 		})
 	}
+}
+
+// deletedThenGranted waits for the first deletion reported on deleted
+// (within two TTLs) and then for got's grant, and returns how long after
+// the deletion the grant came, and when the deletion was.
+func deletedThenGranted(t *testing.T, deleted <-chan time.Time, got <-chan granted, ttl time.Duration) (late time.Duration, at time.Time, g granted) {
+	t.Helper()
+	select {
+	case at = <-deleted:
+	case <-time.After(2 * ttl):
+		t.Fatal("the crashed holder's key was not deleted within two TTLs")
+	}
+	g = <-got
+	if g.err != nil {
+		t.Fatal(g.err)
+	}
+	return time.Since(at), at, g
 }
