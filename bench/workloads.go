@@ -293,7 +293,7 @@ func (b *bench) runCycleWorkload(spec cycleSpec, peers []peer) *table {
 			"round trips/cycle", "overlaps", "errors"}
 	case "contended":
 		t.head = []string{"peer", "cycles/s", "cycle p50", "cycle p99", "fairness min / max", "round trips/cycle",
-			"client CPU/cycle", "store CPU/cycle", "overlaps", "errors"}
+			"store cmds/cycle", "client CPU/cycle", "store CPU/cycle", "overlaps", "errors"}
 	default:
 		t.head = []string{"peer", "cycles/s", "cycle p50", "cycle p99", "round trips/cycle", "store cmds/cycle",
 			"client CPU/cycle", "store CPU/cycle", "overlaps", "errors"}
@@ -319,7 +319,7 @@ func (b *bench) runCycleWorkload(spec cycleSpec, peers []peer) *table {
 				fmt.Sprint(r.overlaps), errCell)
 		case "contended":
 			t.add(p.name, rc, fmtDur(percentile(r.lat, 0.5)), fmtDur(percentile(r.lat, 0.99)),
-				fairness(r.perWorker), u.tripsPerCycle(n), u.clientCPUPerCycle(n), u.storeCPUPerCycle(n),
+				fairness(r.perWorker), u.tripsPerCycle(n), u.cmdsPerCycle(n), u.clientCPUPerCycle(n), u.storeCPUPerCycle(n),
 				fmt.Sprint(r.overlaps), errCell)
 		default:
 			t.add(p.name, rc, fmtDur(percentile(r.lat, 0.5)), fmtDur(percentile(r.lat, 0.99)),

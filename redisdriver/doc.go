@@ -7,15 +7,17 @@
 //
 //	dlock:{NAME}            "<id>:<token>:<since ms>:<owner JSON>" while held, expiring with the lock
 //	dlock:{NAME}:last       the last released lock's value, for the TTL it had left
+//	dlock:{NAME}:r:<id>:    an earlier release's value, for its retry, for the TTL it had left
 //	dlock:{NAME}:released   pub/sub channel that wakes waiters (not a key)
 //
 // Queued leases (driver.Queuer: the fair lock's waiters, readers, permits)
-// add, only while a name has any (see queue_lib.lua):
+// add, while a name has any (and until the next release or expiry of the
+// lock its last waiter was granted; see queue_lib.lua):
 //
-//	dlock:{NAME}:w          zset: waiter ids by arrival
-//	dlock:{NAME}:e          zset: expiry (server ms) of every queued lease
-//	dlock:{NAME}:d          hash: their records and counters
-//	dlock:{NAME}:q          marker that the three above exist
+//	dlock:{NAME}:w          list: waiter ids by arrival
+//	dlock:{NAME}:e          zset: expiry (server ms) of readers, permit holders and release records
+//	dlock:{NAME}:d          hash: their records and the waiters', and counters
+//	dlock:{NAME}:q          the expiry of the three above, which exist while it does
 //	dlock:inbox:<inbox>     pub/sub channel of one Client's grants (not a key)
 //
 // Nothing else is stored, and nothing outlives the TTL of the leases it

@@ -40,10 +40,12 @@ local id, ttl, mode = string.sub(idp, 1, -2), tonumber(ARGV[2]), string.sub(req,
 local a = string.find(req, SEP, 4, true)
 local limit = string.sub(req, 4, a - 1)
 local H = queue_hot()
-local q_join, q_extend, q_grant_exclusive, MODE_EXCL = H.join, H.extend, H.grant_exclusive, H.EXCL
+local MODE_EXCL = H.EXCL
 local K = H.keys(KEYS[1])
 local now, t = H.now_ms()
-local rec_new = 'W' .. mode .. string.sub(req, 3) .. rest -- W<mode>:<limit>:<inbox>:<since>:<owner>
+local exp = now + ttl
+-- W<mode>:<expiry>:<limit>:<inbox>:<since>:<owner>
+local rec_new = 'W' .. mode .. SEP .. exp .. string.sub(req, 3) .. rest
 if queued and v then
   -- Held exclusively by another: nothing is grantable before that holder
   -- leaves, so the queue needs no settling (its expired entries go at the
@@ -52,17 +54,16 @@ if queued and v then
   if not wait then
     return redis.call('PTTL', K.lock)
   end
-  local rec, x = unpack(redis.call('HMGET', K.d, id, '#x'))
-  if not rec then
-    q_join(K, id, rec_new, now, ttl, x)
+  if H.join(K, id, rec_new, exp, ttl, queued) then
     return 'Q' .. redis.call('PTTL', K.lock)
   end
 end
 
 local Q = queue_lib(H)
-local q_settle, q_fits, q_hold, epoch_token, q_retry_after = Q.settle, Q.fits, Q.hold, Q.epoch_token, Q.retry_after
+local x = queued -- the queue keys' expiry; nil once settling may have changed it
 if queued then
-  q_settle(K, now, t)
+  Q.settle(K, now, t)
+  x = nil
   -- Settling may just have granted this very waiter the exclusive lock.
   v = redis.call('GET', K.lock)
   if owns(v, idp) then
@@ -70,30 +71,30 @@ if queued then
     return (token_of(v, K.lock))
   end
 end
-local exp = now + ttl
 local rec = redis.call('HGET', K.d, id)
 if rec then
-  redis.call('ZADD', K.e, exp, id)
-  q_extend(K, exp, ttl)
+  -- A retry, or a waiter's poke: its place or its grant is extended.
+  H.extend(K, exp, ttl, x)
   if string.sub(rec, 1, 1) == 'H' then
+    redis.call('ZADD', K.e, exp, id)
     local a = string.find(rec, SEP, 1, true)
     local b = string.find(rec, SEP, a + 1, true)
     return string.sub(rec, a + 1, b - 1)
   end
-  return 'Q' .. q_retry_after(K, now)
+  redis.call('HSET', K.d, id, H.moved(rec, exp))
+  return 'Q' .. Q.retry_after(K, now)
 end
 
-if redis.call('ZCARD', K.w) == 0 and q_fits(K, mode, limit) then
+if redis.call('EXISTS', K.w) == 0 and Q.fits(K, mode, limit) then
   if mode == MODE_EXCL then
-    return q_grant_exclusive(K, id, rest, exp, t, last)
+    return H.grant_exclusive(K, id, rest, exp, t, last)
   end
-  local tok = epoch_token(K.last, t)
-  q_hold(K, id, mode, tok, rest, exp)
-  q_extend(K, exp, ttl)
+  local tok = Q.epoch_token(K.last, t)
+  Q.hold(K, id, mode, tok, rest, exp, ttl, x)
   return tok
 end
 if not wait then
-  return q_retry_after(K, now)
+  return Q.retry_after(K, now)
 end
-q_join(K, id, rec_new, now, ttl)
-return 'Q' .. q_retry_after(K, now)
+H.join(K, id, rec_new, exp, ttl, x)
+return 'Q' .. Q.retry_after(K, now)

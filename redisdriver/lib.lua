@@ -80,7 +80,9 @@ end
 --    at least a millisecond (a TTL, or a renewal's) after its issue: the
 --    lock key itself, then, after a release, the last key, which RENAME
 --    gives the lock's remaining TTL. A later release overwrites the last
---    key with a greater token, which serves as well.
+--    key with a greater token, which serves as well; so does the next
+--    holder's lock key after a hand-off to a fair waiter (q_handoff), which
+--    keeps the released value under a key of its own instead.
 --  * So a new token is greater either through the record, or because the
 --    record is gone, so the server clock has passed that expiry time.
 --  * After a restart from any older state (an RDB snapshot, an AOF synced

@@ -174,11 +174,16 @@ func (d *Driver) InspectQueue(ctx context.Context, key string) (driver.QueueInfo
 	}
 	for _, o := range order {
 		id, _ := o.(string)
-		w, err := parseWaiter(id, data[id])
+		w, exp, err := parseWaiter(id, data[id])
 		if err != nil {
 			return driver.QueueInfo{}, false, err
 		}
-		w.TTL = left(id)
+		if exp <= now {
+			// Its place expired behind a live head; the queue drops it
+			// when it reaches the head (queue_lib.lua).
+			continue
+		}
+		w.TTL = time.Duration(exp-now) * time.Millisecond
 		info.Waiters = append(info.Waiters, w)
 	}
 	slices.SortFunc(info.Holders, func(a, b driver.HolderInfo) int {
@@ -213,20 +218,22 @@ func parseHolder(id, rec string) (driver.HolderInfo, error) {
 	return driver.HolderInfo{ID: id, Mode: driver.Mode(m), Token: li.Token, Owner: li.Owner}, nil
 }
 
-// parseWaiter reads "W<mode>" SEP "<limit>" SEP "<inbox>" SEP "<since>" SEP "<owner>".
-func parseWaiter(id, rec string) (driver.WaiterInfo, error) {
-	parts := strings.SplitN(strings.TrimPrefix(rec, "W"), sep, 5)
-	if len(parts) != 5 || !strings.HasPrefix(rec, "W") {
-		return driver.WaiterInfo{}, fmt.Errorf("malformed waiter record %q", rec)
+// parseWaiter reads "W<mode>" SEP "<expiry ms>" SEP "<limit>" SEP "<inbox>"
+// SEP "<since>" SEP "<owner>", and returns the expiry too.
+func parseWaiter(id, rec string) (driver.WaiterInfo, int64, error) {
+	parts := strings.SplitN(strings.TrimPrefix(rec, "W"), sep, 6)
+	if len(parts) != 6 || !strings.HasPrefix(rec, "W") {
+		return driver.WaiterInfo{}, 0, fmt.Errorf("malformed waiter record %q", rec)
 	}
 	m, err1 := strconv.Atoi(parts[0])
-	limit, err2 := strconv.Atoi(parts[1])
-	if err := errors.Join(err1, err2); err != nil {
-		return driver.WaiterInfo{}, fmt.Errorf("malformed waiter record %q: %w", rec, err)
+	exp, err2 := strconv.ParseInt(parts[1], 10, 64)
+	limit, err3 := strconv.Atoi(parts[2])
+	if err := errors.Join(err1, err2, err3); err != nil {
+		return driver.WaiterInfo{}, 0, fmt.Errorf("malformed waiter record %q: %w", rec, err)
 	}
 	w := driver.WaiterInfo{ID: id, Mode: driver.Mode(m), Limit: limit}
-	if err := json.Unmarshal([]byte(parts[4]), &w.Owner); err != nil {
-		return driver.WaiterInfo{}, fmt.Errorf("malformed waiter record %q: %w", rec, err)
+	if err := json.Unmarshal([]byte(parts[5]), &w.Owner); err != nil {
+		return driver.WaiterInfo{}, 0, fmt.Errorf("malformed waiter record %q: %w", rec, err)
 	}
-	return w, nil
+	return w, exp, nil
 }

@@ -4,7 +4,7 @@
 -- Returns { lock value or false, its PTTL, now ms, waiter ids in order,
 -- { member, expiry ms, ... } of P{N}:e, { field, value, ... } of P{N}:d }.
 local H = queue_hot()
-local q_keys, q_now_ms, q_extend = H.keys, H.now_ms, H.extend
+local q_keys, q_now_ms = H.keys, H.now_ms
 local q_settle = queue_lib(H).settle
 local K = q_keys(KEYS[1])
 local now, t = q_now_ms()
@@ -13,7 +13,7 @@ return {
   redis.call('GET', K.lock),
   redis.call('PTTL', K.lock),
   now,
-  redis.call('ZRANGE', K.w, 0, -1),
+  redis.call('LRANGE', K.w, 0, -1),
   redis.call('ZRANGE', K.e, 0, -1, 'WITHSCORES'),
   redis.call('HGETALL', K.d),
 }

@@ -4,22 +4,26 @@
 -- Keys of name N, all with the hash tag {N}, so one Cluster slot:
 --   P{N}      the exclusive holder: the plain lock's key and value
 --   P{N}:last the last released exclusive lock (tokens, retries)
---   P{N}:w    ZSET of waiter ids, scored by arrival (the store's sequence)
---   P{N}:e    ZSET of every queued lease's expiry in server ms: waiters,
---             shared and permit holders, and release records ("r:<id>")
---   P{N}:d    HASH of their data, same members, plus counters:
---             waiter  "W<mode>" SEP "<limit>" SEP "<inbox>" SEP "<since>" SEP "<owner>"
+--   P{N}:w    LIST of waiter ids in arrival order (the store's own order)
+--   P{N}:e    ZSET of the expiry in server ms of every shared and permit
+--             holder and of release records ("r:<id>"), and '#' at +inf
+--   P{N}:d    HASH of records by id, and counters:
+--             waiter  "W<mode>" SEP "<expiry ms>" SEP "<limit>" SEP "<inbox>" SEP "<since>" SEP "<owner>"
 --             holder  "H<mode>" SEP "<token>" SEP "<since>" SEP "<owner>"
---             '#s' the last arrival number, '#h' the number of holders,
---             '#m' their mode
---   P{N}:q    a string that exists while the others do: Acquire and
---             Release read it with the lock key in one MGET, so the plain
---             lock pays no extra call for the queue
---             '#x' the queue keys' expiry in server ms (see q_extend)
+--             release record ""
+--             '#h' the number of holders, '#m' their mode
+--   P{N}:q    the keys' expiry in server ms (see q_extend); it exists
+--             while the others do: Acquire and Release read it with the
+--             lock key in one MGET, so the plain lock pays no extra call
+--             for the queue, and the queue's scripts learn the expiry
+-- A waiter's expiry is in its record, not in :e: the hand-off reads the
+-- record anyway, and a waiter that joins or is granted then writes one
+-- structure less. Expired waiters drop out when they reach the head, the
+-- only place where a waiter's expiry decides anything.
 -- The queue keys are derived from the lock key inside the scripts: they
 -- share its hash tag, hence its slot, which is all Cluster requires of the
 -- keys a script touches. They expire after every lease they hold (see
--- q_extend) and are deleted when the last one goes.
+-- q_extend) and are deleted by the first script that finds no lease left.
 --
 -- Every redis.call costs Redis up to a microsecond besides the command, so
 -- the two steps of a contended fair lock, a waiter joining a held name
@@ -47,41 +51,50 @@ local function queue_hot()
   end
 
   -- q_extend makes the queue keys outlive a lease that expires at exp (ms)
-  -- and returns their expiry. x is their current expiry ('#x'), or nil to
-  -- read it. Extending them to exactly the latest lease's expiry would cost
-  -- four calls on every join and renewal; they are extended by a quarter of
-  -- the lease's TTL beyond it instead, so that most calls find them already
-  -- long enough. So the keys never vanish under a live lease, and outlive
-  -- the last by at most 1.25 TTL. A key Redis deleted when it emptied (:w
-  -- when its last waiter left) is re-created without expiry: q_join gives it
-  -- '#x'. (:e holds a release record until each lease would have expired,
-  -- and the scripts delete every key when :e empties; :d keeps its counters.)
+  -- and returns their expiry. x is their current expiry, the value of :q
+  -- (false when the queue does not exist), or nil to read it. Extending
+  -- them to exactly the latest lease's expiry would cost four calls on
+  -- every join and renewal; they are extended by a quarter of the lease's
+  -- TTL beyond it instead, so that most calls find them already long
+  -- enough. So the keys never vanish under a live lease, and outlive the
+  -- last by at most 1.25 TTL. A new queue's :e and :d get a member each
+  -- that stays until the queue is deleted ('#' and '#h'), so that Redis
+  -- never deletes them when they empty and a later write re-creates them
+  -- without an expiry. :w does empty; q_join and q_handoff give it its
+  -- expiry when they re-create it. Callers extend before they write.
   local function q_extend(K, exp, ttl, x)
-    x = tonumber(x or redis.call('HGET', K.d, '#x') or '0')
-    if exp <= x then
-      return x
+    if x == nil then
+      x = redis.call('GET', K.q)
+    end
+    local cur = tonumber(x or '0')
+    if exp <= cur then
+      return cur
+    end
+    if cur == 0 then
+      redis.call('ZADD', K.e, '+inf', '#')
+      redis.call('HSETNX', K.d, '#h', 0)
     end
     x = exp + math.floor(ttl / 4)
     redis.call('PEXPIREAT', K.w, x)
     redis.call('PEXPIREAT', K.e, x)
-    redis.call('HSET', K.d, '#x', x)
     redis.call('PEXPIREAT', K.d, x)
-    redis.call('SET', K.q, '1', 'PXAT', x)
+    redis.call('SET', K.q, x, 'PXAT', x)
     return x
   end
 
-  -- q_join queues waiter id behind the others until now + ttl; x is '#x' as
-  -- read (or nil). rec is the waiter's record.
-  local function q_join(K, id, rec, now, ttl, x)
-    local exp = now + ttl
-    local seq = redis.call('HINCRBY', K.d, '#s', 1)
-    redis.call('ZADD', K.w, seq, id)
-    redis.call('HSET', K.d, id, rec)
-    redis.call('ZADD', K.e, exp, id)
+  -- q_join queues waiter id, whose place expires at exp, behind the others,
+  -- and returns true; x is as for q_extend. rec is the waiter's record. If
+  -- id has a record already (a retry, or a waiter that was granted), it
+  -- changes nothing and returns false.
+  local function q_join(K, id, rec, exp, ttl, x)
     x = q_extend(K, exp, ttl, x)
-    if redis.call('ZCARD', K.w) == 1 then
+    if redis.call('HSETNX', K.d, id, rec) == 0 then
+      return false
+    end
+    if redis.call('RPUSH', K.w, id) == 1 then
       redis.call('PEXPIREAT', K.w, x) -- it was empty, so it is new
     end
+    return true
   end
 
   -- q_grant_exclusive makes id the exclusive holder until exp (absolute ms)
@@ -102,13 +115,22 @@ local function queue_hot()
     redis.call('PUBLISH', prefix .. '__INBOX_INFIX__' .. inbox, id .. SEP .. tok .. SEP .. name)
   end
 
-  -- q_waiter splits a waiter's record into its mode, limit, inbox and the
-  -- rest of a lock value (SEP "<since>" SEP "<owner>").
+  -- q_waiter splits a waiter's record into its mode, expiry (a number),
+  -- limit, inbox and the rest of a lock value (SEP "<since>" SEP "<owner>").
   local function q_waiter(rec)
     local a = string.find(rec, SEP, 1, true)
     local b = string.find(rec, SEP, a + 1, true)
     local c = string.find(rec, SEP, b + 1, true)
-    return string.sub(rec, 2, a - 1), string.sub(rec, a + 1, b - 1), string.sub(rec, b + 1, c - 1), string.sub(rec, c)
+    local e = string.find(rec, SEP, c + 1, true)
+    return string.sub(rec, 2, a - 1), tonumber(string.sub(rec, a + 1, b - 1)), string.sub(rec, b + 1, c - 1),
+      string.sub(rec, c + 1, e - 1), string.sub(rec, e)
+  end
+
+  -- q_moved is waiter record rec with its expiry set to exp.
+  local function q_moved(rec, exp)
+    local a = string.find(rec, SEP, 1, true)
+    local b = string.find(rec, SEP, a + 1, true)
+    return string.sub(rec, 1, a) .. exp .. string.sub(rec, b)
   end
 
   -- q_granted is a waiter's rest of a lock value (SEP "<since>" SEP
@@ -120,53 +142,54 @@ local function queue_hot()
     return SEP .. now .. string.sub(rest, owner)
   end
 
-  -- q_grant_head makes the head of the queue, exclusive waiter id, the
-  -- holder until exp, the expiry of its place, and returns its token; rest
-  -- is from its record, last as for q_grant_exclusive. The grant keeps the
-  -- place's expiry: the waiter computed its validity deadline from the send
-  -- time of the request (enqueue or renewal) that set that expiry, so the
-  -- lease cannot expire here before the deadline the waiter then believes in.
+  -- q_grant_head makes waiter id, just taken off the head of the queue,
+  -- the exclusive holder until exp, the expiry of its place, and returns
+  -- its token; rest is from its record, last as for q_grant_exclusive. The
+  -- grant keeps the place's expiry: the waiter computed its validity
+  -- deadline from the send time of the request (enqueue or renewal) that
+  -- set that expiry, so the lease cannot expire here before the deadline
+  -- the waiter then believes in.
   local function q_grant_head(K, id, rest, exp, now, t, last)
-    redis.call('ZREM', K.w, id)
     local tok = q_grant_exclusive(K, id, q_granted(rest, now), exp, t, last)
     redis.call('HDEL', K.d, id)
-    redis.call('ZREM', K.e, id)
     return tok
   end
 
-  -- q_handoff hands a name whose exclusive holder just left (its value,
-  -- last, now on K.last) to the head of the queue, when that head is a live
-  -- exclusive waiter: the fair lock's hand-off, in a few calls. With no
-  -- exclusive holder left there is no shared or permit holder either, so the
-  -- head fits. It returns false, having changed nothing, in every other case
-  -- (an empty queue, an expired head, another mode), which q_settle decides.
-  local function q_handoff(K, now, t, last)
-    local heads = redis.call('ZRANGE', K.w, 0, 1) -- the second: see below
-    local head = heads[1]
+  -- q_handoff hands a name whose exclusive holder is releasing it (value
+  -- v, id prefix idp; still on K.lock) to the head of the queue, when that
+  -- head is a live exclusive waiter: the fair lock's hand-off, in a few
+  -- calls. With an exclusive holder there is no shared or permit holder,
+  -- so the head fits. x is the value of :q. It returns false, having
+  -- changed nothing, in every other case (an empty queue, an expired head,
+  -- another mode), which q_settle decides after a plain release.
+  local function q_handoff(K, now, t, v, idp, x)
+    local head = redis.call('LPOP', K.w)
     if not head then
       return false
     end
     local rec = redis.call('HGET', K.d, head)
-    if not rec or string.sub(rec, 2, 2) ~= MODE_EXCL then
+    local mode, exp, inbox, rest, _
+    if rec then
+      mode, exp, _, inbox, rest = q_waiter(rec)
+    end
+    if mode ~= MODE_EXCL or exp <= now then
+      if redis.call('LPUSH', K.w, head) == 1 then
+        redis.call('PEXPIREAT', K.w, x)
+      end
       return false
     end
-    local exp = redis.call('ZSCORE', K.e, head)
-    if not exp or tonumber(exp) <= now then
-      return false
-    end
-    local _, _, inbox, rest = q_waiter(rec)
-    q_announce(K, inbox, head, q_grant_head(K, head, rest, exp, now, t, last))
-    if not heads[2] and redis.call('ZCARD', K.e) == 0 then
-      -- The head was the last lease: nothing would give a re-created :e
-      -- an expiry. (With another waiter, :e still holds its place.)
-      redis.call('DEL', K.w, K.e, K.d, K.q)
-    end
+    -- The releaser's value goes to its release record (released_by finds
+    -- a retry there) rather than to :last: the token that next_token must
+    -- exceed from now on is the new holder's, on K.lock, and it exceeds
+    -- v's. So one RENAME, instead of two (keep_release's and the lock's).
+    redis.call('RENAME', K.lock, release_key(K.lock, idp))
+    q_announce(K, inbox, head, q_grant_head(K, head, rest, exp, now, t, v))
     return true
   end
 
   return {
     EXCL = MODE_EXCL, keys = q_keys, now_ms = q_now_ms, extend = q_extend, join = q_join,
-    grant_exclusive = q_grant_exclusive, announce = q_announce, waiter = q_waiter,
+    grant_exclusive = q_grant_exclusive, announce = q_announce, waiter = q_waiter, moved = q_moved,
     granted = q_granted, grant_head = q_grant_head, handoff = q_handoff,
   }
 end
@@ -211,8 +234,10 @@ local function queue_lib(H)
     return mode == MODE_SHARED or n < tonumber(limit)
   end
 
-  -- q_hold makes id a shared or permit holder until exp.
-  local function q_hold(K, id, mode, tok, rest, exp)
+  -- q_hold makes id a shared or permit holder until exp (ttl from now).
+  -- x is as for q_extend.
+  local function q_hold(K, id, mode, tok, rest, exp, ttl, x)
+    H.extend(K, exp, ttl, x)
     redis.call('HSET', K.d, id, 'H' .. mode .. SEP .. tok .. rest, '#m', mode)
     redis.call('HINCRBY', K.d, '#h', 1)
     redis.call('ZADD', K.e, exp, id)
@@ -234,8 +259,6 @@ local function queue_lib(H)
       local v = redis.call('HGET', K.d, m)
       if v and string.sub(v, 1, 1) == 'H' then
         redis.call('HINCRBY', K.d, '#h', -1)
-      elseif v and string.sub(v, 1, 1) == 'W' then
-        redis.call('ZREM', K.w, m)
       end
       redis.call('HDEL', K.d, m)
     end
@@ -243,35 +266,44 @@ local function queue_lib(H)
       redis.call('ZREMRANGEBYSCORE', K.e, '-inf', now)
     end
     while true do
-      local head = redis.call('ZRANGE', K.w, 0, 0)[1]
+      local head = redis.call('LINDEX', K.w, 0)
       if not head then
         break
       end
       local rec = redis.call('HGET', K.d, head)
-      local mode, limit, inbox, rest = q_waiter(rec)
-      if not q_fits(K, mode, limit) then
+      local mode, exp, limit, inbox, rest
+      if rec then
+        mode, exp, limit, inbox, rest = q_waiter(rec)
+      end
+      if rec and exp > now and not q_fits(K, mode, limit) then
         break
       end
-      local exp = redis.call('ZSCORE', K.e, head)
-      local tok
-      if mode == MODE_EXCL then
-        tok = q_grant_head(K, head, rest, exp, now, t)
+      redis.call('LPOP', K.w)
+      if not rec or exp <= now then
+        -- A waiter that stopped renewing its place drops out here.
+        redis.call('HDEL', K.d, head)
       else
-        redis.call('ZREM', K.w, head)
-        tok = epoch_token(K.last, t)
-        redis.call('HSET', K.d, head, 'H' .. mode .. SEP .. tok .. q_granted(rest, now), '#m', mode)
-        redis.call('HINCRBY', K.d, '#h', 1)
+        local tok
+        if mode == MODE_EXCL then
+          tok = q_grant_head(K, head, rest, exp, now, t)
+        else
+          tok = epoch_token(K.last, t)
+          redis.call('HSET', K.d, head, 'H' .. mode .. SEP .. tok .. q_granted(rest, now), '#m', mode)
+          redis.call('HINCRBY', K.d, '#h', 1)
+          redis.call('ZADD', K.e, exp, head)
+        end
+        q_announce(K, inbox, head, tok)
       end
-      q_announce(K, inbox, head, tok)
     end
-    if redis.call('ZCARD', K.e) == 0 then
+    -- '#' is always in :e; with nothing else there, no holder is left.
+    if redis.call('ZCARD', K.e) <= 1 and redis.call('EXISTS', K.w) == 0 then
       redis.call('DEL', K.w, K.e, K.d, K.q)
       return false
     end
     -- Pruning and granting never make a lease expire later, so the keys'
     -- expiry still covers every lease left.
     -- Release records alone ("r:<id>") do not make the name busy.
-    return tonumber(redis.call('HGET', K.d, '#h') or '0') > 0 or redis.call('ZCARD', K.w) > 0
+    return tonumber(redis.call('HGET', K.d, '#h') or '0') > 0 or redis.call('EXISTS', K.w) == 1
   end
 
   -- q_retry_after is the time until the first holder expires, for a queued
@@ -285,8 +317,9 @@ local function queue_lib(H)
     end
     local hs = {}
     if tonumber(redis.call('HGET', K.d, '#h') or '0') > 0 then
-      -- The first member may be a waiter or a release record: then this is
-      -- early, which costs a poke, never a missed grant.
+      -- The first member may be a release record: then this is early,
+      -- which costs a poke, never a missed grant. (A holder's expiry is
+      -- finite, so it comes before '#'.)
       hs = redis.call('ZRANGE', K.e, 0, 0, 'WITHSCORES')
     end
     if #hs > 0 then

@@ -7,7 +7,7 @@
 -- NOT_HELD. A name left entirely free is published on its release
 -- channel, for plain Lock's waiters.
 local H = queue_hot()
-local q_keys, q_now_ms, q_extend = H.keys, H.now_ms, H.extend
+local q_keys, q_now_ms, q_waiter = H.keys, H.now_ms, H.waiter
 local q_settle = queue_lib(H).settle
 local now, t = q_now_ms()
 local res = {}
@@ -17,21 +17,21 @@ for i = 1, #KEYS do
   q_settle(K, now, t)
   local rec = redis.call('HGET', K.d, id)
   if rec and (what == 'W' or string.sub(rec, 1, #what) == what) then
+    -- Remembered until the lease would have expired, for a retry. (:e and
+    -- :d never empty while the queue exists: see q_extend.)
+    local exp
     if string.sub(rec, 1, 1) == 'H' then
       redis.call('HINCRBY', K.d, '#h', -1)
+      exp = redis.call('ZSCORE', K.e, id)
+      redis.call('ZREM', K.e, id)
     else
-      redis.call('ZREM', K.w, id)
+      redis.call('LREM', K.w, 1, id)
+      local _
+      _, exp = q_waiter(rec)
     end
-    -- Remembered until the lease would have expired, for a retry. The
-    -- record goes in before the lease comes out: removing the last member
-    -- first would delete the key, and re-creating it would leave it without
-    -- an expiry (no q_extend follows). This way each key keeps the expiry
-    -- it has, which covers the record (its expiry is the lease's).
-    local exp = redis.call('ZSCORE', K.e, id)
-    redis.call('HSET', K.d, 'r:' .. id, '')
     redis.call('HDEL', K.d, id)
+    redis.call('HSET', K.d, 'r:' .. id, '')
     redis.call('ZADD', K.e, exp, 'r:' .. id)
-    redis.call('ZREM', K.e, id)
     res[i] = '__RELEASED__'
   elseif what == 'W' and owned(K.lock, id .. SEP) then
     -- Granted the exclusive lease while its waiter gave up: pass it on.

@@ -18,8 +18,13 @@ for i = 1, #KEYS do
   local rec = redis.call('HGET', K.d, id)
   if rec and string.sub(rec, 1, #what) == what then
     local ttl = tonumber(ARGV[3 * i - 1])
-    redis.call('ZADD', K.e, now + ttl, id)
-    q_extend(K, now + ttl, ttl)
+    local exp = now + ttl
+    q_extend(K, exp, ttl)
+    if string.byte(rec, 1) == 87 then -- 'W': a waiter's expiry is in its record
+      redis.call('HSET', K.d, id, H.moved(rec, exp))
+    else
+      redis.call('ZADD', K.e, exp, id)
+    end
     held[i] = '__EXTENDED__'
   else
     held[i] = '__LOST__'

@@ -12,8 +12,8 @@ import (
 var _ driver.QueueLister = (*Driver)(nil)
 
 // ListQueues implements driver.QueueLister. It finds the names by their
-// queue marker P{N}:q (queue_lib.lua), which exists exactly while a name
-// has queued leases, with SCAN on every master in Cluster mode, and then
+// queue marker P{N}:q (queue_lib.lua), which exists while a name has
+// queued leases (and a little longer: see queued), with SCAN on every master in Cluster mode, and then
 // reads each with InspectQueue, so each name is as consistent as
 // InspectQueue makes it. The work is one SCAN pass plus one script call
 // per queued name under prefix; ctx bounds all of it.

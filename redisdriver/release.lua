@@ -8,7 +8,8 @@
 -- RENAME frees the lock and keeps its value, with the lock's remaining TTL,
 -- under the last-released key, in one call: the value carries the fencing
 -- token, which next_token (lib.lua) must still see, and a retry of this
--- release whose first reply was lost finds our id there.
+-- release whose first reply was lost finds our id there. (A hand-off to a
+-- fair waiter keeps it under the release's own key instead: q_handoff.)
 local res = {}
 for i = 1, #KEYS / 2 do
   local lock, last, idp = KEYS[2 * i - 1], KEYS[2 * i], ARGV[1 + i]
@@ -16,14 +17,19 @@ for i = 1, #KEYS / 2 do
   -- (queue_lib.lua, keep_release in lib.lua).
   local v, queued, prev = unpack(redis.call('MGET', lock, lock .. ':q', last))
   if owns(v, idp) then
-    keep_release(lock, last, prev)
-    redis.call('RENAME', lock, last)
+    local H, K, now, t
+    local handed = false
     if queued then
       -- Fair waiters: hand the lock to the head in this same step.
-      local H = queue_hot()
-      local K = H.keys(lock)
-      local now, t = H.now_ms()
-      if not H.handoff(K, now, t, v) then
+      H = queue_hot()
+      K = H.keys(lock)
+      now, t = H.now_ms()
+      handed = H.handoff(K, now, t, v, idp, queued)
+    end
+    if not handed then
+      keep_release(lock, last, prev)
+      redis.call('RENAME', lock, last)
+      if queued then
         queue_lib(H).settle(K, now, t)
       end
     end
