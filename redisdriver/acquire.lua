@@ -28,10 +28,9 @@ end
 -- taking it would jump the queue. q_settle first grants what expiries
 -- made grantable, which may be the lock itself.
 if queued then
-  local H = queue_hot()
-  local Q = queue_lib(H)
-  local K = H.keys(KEYS[1])
-  local now, t = H.now_ms()
+  local Q = queue_lib()
+  local K = Q.keys(KEYS[1])
+  local now, t = q_now_ms()
   if Q.settle(K, now, t) or redis.call('EXISTS', KEYS[1]) == 1 then
     if ARGV[4] ~= '1' then
       return __TTL_UNKNOWN__

@@ -24,9 +24,9 @@ for i = 1, n do
   local v = vals[2 * i - 1]
   local byQueue = false
   if not v and vals[2 * n + i] then
-    local H = queue_hot()
-    local now, t = H.now_ms()
-    byQueue = queue_lib(H).settle(H.keys(KEYS[2 * i - 1]), now, t) or redis.call('EXISTS', KEYS[2 * i - 1]) == 1
+    local Q = queue_lib()
+    local now, t = q_now_ms()
+    byQueue = Q.settle(Q.keys(KEYS[2 * i - 1]), now, t) or redis.call('EXISTS', KEYS[2 * i - 1]) == 1
   end
   if byQueue or (v and not owns(v, ARGV[3 * i - 1])) then
     -- Busy. Locks of ours are an earlier try of this same request whose

@@ -1,6 +1,6 @@
 -- One queued request: grant it, queue it (wait '1'), or refuse it.
--- KEYS[1] lock, KEYS[2] its last released lock, KEYS[3] its queue marker
--- (the other queue keys derive from the lock's, see queue_lib.lua)
+-- KEYS[1] lock (its last released lock and its queue keys derive from its
+-- name, see queue_lib.lua: each argument costs Redis time)
 -- ARGV[1] id prefix ("<id>" SEP), ARGV[2] ttl ms, ARGV[3] the rest of a
 -- value (SEP "<since>" SEP "<owner>"), ARGV[4] "<mode><wait>" SEP
 -- "<limit>" SEP "<inbox>": one argument, as acquire.lua has, because each
@@ -15,34 +15,31 @@
 -- The common cases reply as acquire.lua does, without building a string.
 local idp, rest, req = ARGV[1], ARGV[3], ARGV[4]
 local wait = string.byte(req, 2) == 49 -- '1'
+local lock = KEYS[1]
+local lastkey = lock .. ':last'
 -- One MGET, as in acquire.lua, so that the common cases cost what a plain
 -- acquisition does: a free name without a queue, and a busy one.
-local v, last, queued = unpack(redis.call('MGET', KEYS[1], KEYS[2], KEYS[3]))
+local v, last, queued = unpack(redis.call('MGET', lock, lastkey, lock .. ':q'))
 
 -- Already ours: a retry after a lost reply, or a waiter that learns of its
 -- grant. Same token, and the lease extended as by a renewal.
 if owns(v, idp) then
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  return (token_of(v, KEYS[1]))
+  redis.call('PEXPIRE', lock, ARGV[2])
+  return (token_of(v, lock))
 end
 if not queued then
-  if not v and string.byte(req, 1) == 49 then -- exclusive (queue_hot's MODE_EXCL)
-    local tok = next_token(redis.call('TIME'), last, KEYS[2])
-    redis.call('SET', KEYS[1], idp .. tok .. rest, 'PX', ARGV[2])
+  if not v and string.byte(req, 1) == 49 then -- exclusive (MODE_EXCL)
+    local tok = next_token(redis.call('TIME'), last, lastkey)
+    redis.call('SET', lock, idp .. tok .. rest, 'PX', ARGV[2])
     return tok
   end
   if v and not wait then
-    return redis.call('PTTL', KEYS[1])
+    return redis.call('PTTL', lock)
   end
 end
 
 local id, ttl, mode = string.sub(idp, 1, -2), tonumber(ARGV[2]), string.sub(req, 1, 1)
-local a = string.find(req, SEP, 4, true)
-local limit = string.sub(req, 4, a - 1)
-local H = queue_hot()
-local MODE_EXCL = H.EXCL
-local K = H.keys(KEYS[1])
-local now, t = H.now_ms()
+local now, t = q_now_ms()
 local exp = now + ttl
 -- W<mode>:<expiry>:<limit>:<inbox>:<since>:<owner>
 local rec_new = 'W' .. mode .. SEP .. exp .. string.sub(req, 3) .. rest
@@ -52,49 +49,54 @@ if queued and v then
   -- next call that grants), and a new waiter just joins. It waits for that
   -- holder's expiry.
   if not wait then
-    return redis.call('PTTL', K.lock)
+    return redis.call('PTTL', lock)
   end
-  if H.join(K, id, rec_new, exp, ttl, queued) then
-    return 'Q' .. redis.call('PTTL', K.lock)
+  if q_join(lock, id, rec_new, exp, ttl, queued) then
+    return 'Q' .. redis.call('PTTL', lock)
   end
 end
 
-local Q = queue_lib(H)
+local Q = queue_lib()
+local K = Q.keys(lock)
 local x = queued -- the queue keys' expiry; nil once settling may have changed it
 if queued then
   Q.settle(K, now, t)
   x = nil
   -- Settling may just have granted this very waiter the exclusive lock.
-  v = redis.call('GET', K.lock)
+  v = redis.call('GET', lock)
   if owns(v, idp) then
-    redis.call('PEXPIRE', K.lock, ttl)
-    return (token_of(v, K.lock))
+    redis.call('PEXPIRE', lock, ttl)
+    return (token_of(v, lock))
   end
 end
 local rec = redis.call('HGET', K.d, id)
 if rec then
   -- A retry, or a waiter's poke: its place or its grant is extended.
-  H.extend(K, exp, ttl, x)
+  q_extend(lock, exp, ttl, x)
   if string.sub(rec, 1, 1) == 'H' then
     redis.call('ZADD', K.e, exp, id)
     local a = string.find(rec, SEP, 1, true)
     local b = string.find(rec, SEP, a + 1, true)
     return string.sub(rec, a + 1, b - 1)
   end
-  redis.call('HSET', K.d, id, H.moved(rec, exp))
+  redis.call('HSET', K.d, id, Q.moved(rec, exp))
   return 'Q' .. Q.retry_after(K, now)
 end
 
+local a = string.find(req, SEP, 4, true)
+local limit = string.sub(req, 4, a - 1)
 if redis.call('EXISTS', K.w) == 0 and Q.fits(K, mode, limit) then
   if mode == MODE_EXCL then
-    return H.grant_exclusive(K, id, rest, exp, t, last)
+    local tok = next_token(t, last, lastkey) -- (settling never writes :last)
+    redis.call('SET', lock, idp .. tok .. rest, 'PXAT', exp)
+    return tok
   end
-  local tok = Q.epoch_token(K.last, t)
+  local tok = Q.epoch_token(lastkey, t)
   Q.hold(K, id, mode, tok, rest, exp, ttl, x)
   return tok
 end
 if not wait then
   return Q.retry_after(K, now)
 end
-H.join(K, id, rec_new, exp, ttl, x)
+q_join(lock, id, rec_new, exp, ttl, x)
 return 'Q' .. Q.retry_after(K, now)

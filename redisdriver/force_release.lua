@@ -14,9 +14,9 @@ keep_release(KEYS[1], KEYS[2], redis.call('GET', KEYS[2]))
 redis.call('RENAME', KEYS[1], KEYS[2])
 redis.call('SET', KEYS[2], string.sub(v, (string.find(v, SEP, 1, true))), 'KEEPTTL')
 if redis.call('EXISTS', KEYS[1] .. ':q') == 1 then
-  local H = queue_hot()
-  local now, t = H.now_ms()
-  queue_lib(H).settle(H.keys(KEYS[1]), now, t)
+  local Q = queue_lib()
+  local now, t = q_now_ms()
+  Q.settle(Q.keys(KEYS[1]), now, t)
 end
 redis.call('PUBLISH', KEYS[1] .. CHANNEL_SUFFIX, '')
 return tok

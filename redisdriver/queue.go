@@ -36,7 +36,7 @@ func (d *Driver) Enqueue(ctx context.Context, req driver.QueueRequest) (driver.Q
 		wait = "1"
 	}
 	lock := d.lockKey(req.Key)
-	reply, err := enqueueScript.run(ctx, d.rdb, []string{lock, lock + lastSuffix, lock + queueSuffix},
+	reply, err := enqueueScript.run(ctx, d.rdb, []string{lock},
 		idPrefix(req.ID), req.TTL.Milliseconds(), d.valueRest(time.Now(), req.Owner),
 		modeCode(req.Mode)+wait+sep+strconv.Itoa(req.Limit)+sep+req.Inbox).Result()
 	if err != nil {

@@ -3,12 +3,10 @@
 -- KEYS[1] lock
 -- Returns { lock value or false, its PTTL, now ms, waiter ids in order,
 -- { member, expiry ms, ... } of P{N}:e, { field, value, ... } of P{N}:d }.
-local H = queue_hot()
-local q_keys, q_now_ms = H.keys, H.now_ms
-local q_settle = queue_lib(H).settle
-local K = q_keys(KEYS[1])
+local Q = queue_lib()
+local K = Q.keys(KEYS[1])
 local now, t = q_now_ms()
-q_settle(K, now, t)
+Q.settle(K, now, t)
 return {
   redis.call('GET', K.lock),
   redis.call('PTTL', K.lock),

@@ -25,105 +25,152 @@
 -- keys a script touches. They expire after every lease they hold (see
 -- q_extend) and are deleted by the first script that finds no lease left.
 --
--- Every redis.call costs Redis up to a microsecond besides the command, so
--- the two steps of a contended fair lock, a waiter joining a held name
--- (q_join) and a release handing the name to a live exclusive head
--- (q_handoff), take a short path of their own, in queue_hot(). Everything
--- else is in queue_lib(). A script calls each only when it needs it:
--- defining a function costs Redis about 0.2 µs per call, which the plain
--- lock's scripts do not pay on a name without a queue.
+-- Every redis.call costs Redis up to a microsecond besides the command, and
+-- so does much of what a script does besides: each function and table it
+-- makes (a script makes its functions anew on every call) and each string
+-- it builds. So the two steps of a contended fair lock, a waiter joining a
+-- held name (q_join) and a release handing the name to a live exclusive
+-- head (q_handoff), are short, take the lock key's name and build only the
+-- key names they use. They and what they need are defined here, at the top;
+-- the rest of the queue is in queue_lib(), which a script calls only when
+-- it needs it.
 
--- queue_hot returns the functions of the short paths and those the rest
--- of the queue shares with them.
-local function queue_hot()
-  local MODE_EXCL = '1'
+local MODE_EXCL, MODE_SHARED = '1', '2'
 
+-- q_now_ms is the server clock in whole milliseconds, rounded down, so an
+-- expiry computed from it is at most 1 ms early (ExpiryMargin covers it),
+-- and the TIME reply itself.
+local function q_now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000), t
+end
+
+-- q_extend makes the queue keys of lock outlive a lease that expires at
+-- exp (ms) and returns their expiry. x is their current expiry, the value
+-- of :q (false when the queue does not exist), or nil to read it.
+-- Extending them to exactly the latest lease's expiry would cost four calls
+-- on every join and renewal; they are extended by a quarter of the lease's
+-- TTL beyond it instead, so that most calls find them already long enough.
+-- So the keys never vanish under a live lease, and outlive the last by at
+-- most 1.25 TTL. A new queue's :e and :d get a member each that stays until
+-- the queue is deleted ('#' and '#h'), so that Redis never deletes them
+-- when they empty and a later write re-creates them without an expiry. :w
+-- does empty; q_join and q_handoff give it its expiry when they re-create
+-- it. Callers extend before they write.
+local function q_extend(lock, exp, ttl, x)
+  if x == nil then
+    x = redis.call('GET', lock .. ':q')
+  end
+  local cur = tonumber(x or '0')
+  if exp <= cur then
+    return cur
+  end
+  local e, d = lock .. ':e', lock .. ':d'
+  if cur == 0 then
+    redis.call('ZADD', e, '+inf', '#')
+    redis.call('HSETNX', d, '#h', 0)
+  end
+  x = exp + math.floor(ttl / 4)
+  redis.call('PEXPIREAT', lock .. ':w', x)
+  redis.call('PEXPIREAT', e, x)
+  redis.call('PEXPIREAT', d, x)
+  redis.call('SET', lock .. ':q', x, 'PXAT', x)
+  return x
+end
+
+-- q_join queues waiter id, whose place expires at exp, behind the others,
+-- and returns true; x is as for q_extend. rec is the waiter's record. If
+-- id has a record already (a retry, or a waiter that was granted), it
+-- changes nothing and returns false.
+local function q_join(lock, id, rec, exp, ttl, x)
+  x = q_extend(lock, exp, ttl, x)
+  if redis.call('HSETNX', lock .. ':d', id, rec) == 0 then
+    return false
+  end
+  local w = lock .. ':w'
+  if redis.call('RPUSH', w, id) == 1 then
+    redis.call('PEXPIREAT', w, x) -- it was empty, so it is new
+  end
+  return true
+end
+
+-- q_waiter splits a waiter's record into its mode, expiry (a number),
+-- limit, inbox and the rest of a lock value (SEP "<since>" SEP "<owner>").
+local function q_waiter(rec)
+  local a = string.find(rec, SEP, 1, true)
+  local b = string.find(rec, SEP, a + 1, true)
+  local c = string.find(rec, SEP, b + 1, true)
+  local e = string.find(rec, SEP, c + 1, true)
+  return string.sub(rec, 2, a - 1), tonumber(string.sub(rec, a + 1, b - 1)), string.sub(rec, b + 1, c - 1),
+    string.sub(rec, c + 1, e - 1), string.sub(rec, e)
+end
+
+-- q_announce publishes a grant of lock's name on the waiter's inbox
+-- channel: "<id>" SEP "<token>" SEP "<name>".
+local function q_announce(lock, inbox, id, tok)
+  local open = string.find(lock, '{', 1, true)
+  redis.call('PUBLISH', string.sub(lock, 1, open - 1) .. '__INBOX_INFIX__' .. inbox,
+    id .. SEP .. tok .. SEP .. string.sub(lock, open + 1, -2))
+end
+
+-- q_grant makes waiter id, just taken off the queue, the exclusive holder
+-- of lock until exp, the expiry of its place, tells it, and returns its
+-- token. inbox and rest are from its record; last is the value the token
+-- must exceed (see next_token in lib.lua), read from key lastkey. The
+-- grant keeps the place's expiry: the waiter computed its validity
+-- deadline from the send time of the request (enqueue or renewal) that set
+-- that expiry, so the lease cannot expire here before the deadline the
+-- waiter then believes in. Its since is now: a lease handed off from the
+-- queue was acquired when it was granted, not when its waiter joined (by
+-- the store's clock, the only one a script has).
+local function q_grant(lock, id, inbox, rest, exp, now, t, last, lastkey)
+  local tok = next_token(t, last, lastkey)
+  redis.call('SET', lock, id .. SEP .. tok .. SEP .. now .. string.sub(rest, (string.find(rest, SEP, 2, true))),
+    'PXAT', exp)
+  redis.call('HDEL', lock .. ':d', id)
+  q_announce(lock, inbox, id, tok)
+  return tok
+end
+
+-- q_handoff hands lock, whose exclusive holder is releasing it (value v,
+-- id prefix idp; still on the key), to the head of its queue, when that
+-- head is a live exclusive waiter: the fair lock's hand-off, in a few
+-- calls. With an exclusive holder there is no shared or permit holder, so
+-- the head fits. x is the value of :q. It returns false, having changed
+-- nothing, in every other case (an empty queue, an expired head, another
+-- mode), which q_settle decides after a plain release.
+local function q_handoff(lock, now, t, v, idp, x)
+  local w = lock .. ':w'
+  local head = redis.call('LPOP', w)
+  if not head then
+    return false
+  end
+  local rec = redis.call('HGET', lock .. ':d', head)
+  local mode, exp, inbox, rest, _
+  if rec then
+    mode, exp, _, inbox, rest = q_waiter(rec)
+  end
+  if mode ~= MODE_EXCL or exp <= now then
+    if redis.call('LPUSH', w, head) == 1 then
+      redis.call('PEXPIREAT', w, x)
+    end
+    return false
+  end
+  -- The releaser's value goes to its release record (released_by finds a
+  -- retry there) rather than to :last: the token that next_token must
+  -- exceed from now on is the new holder's, on the lock key, and it
+  -- exceeds v's. So one RENAME, instead of two (keep_release's and the
+  -- lock's).
+  redis.call('RENAME', lock, release_key(lock, idp))
+  q_grant(lock, head, inbox, rest, exp, now, t, v, lock)
+  return true
+end
+
+-- queue_lib returns the rest of the queue. Its functions take K, the key
+-- names of a name (keys).
+local function queue_lib()
   local function q_keys(lock)
     return { lock = lock, last = lock .. ':last', w = lock .. ':w', e = lock .. ':e', d = lock .. ':d', q = lock .. ':q' }
-  end
-
-  -- q_now_ms is the server clock in whole milliseconds, rounded down, so an
-  -- expiry computed from it is at most 1 ms early (ExpiryMargin covers it),
-  -- and the TIME reply itself.
-  local function q_now_ms()
-    local t = redis.call('TIME')
-    return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000), t
-  end
-
-  -- q_extend makes the queue keys outlive a lease that expires at exp (ms)
-  -- and returns their expiry. x is their current expiry, the value of :q
-  -- (false when the queue does not exist), or nil to read it. Extending
-  -- them to exactly the latest lease's expiry would cost four calls on
-  -- every join and renewal; they are extended by a quarter of the lease's
-  -- TTL beyond it instead, so that most calls find them already long
-  -- enough. So the keys never vanish under a live lease, and outlive the
-  -- last by at most 1.25 TTL. A new queue's :e and :d get a member each
-  -- that stays until the queue is deleted ('#' and '#h'), so that Redis
-  -- never deletes them when they empty and a later write re-creates them
-  -- without an expiry. :w does empty; q_join and q_handoff give it its
-  -- expiry when they re-create it. Callers extend before they write.
-  local function q_extend(K, exp, ttl, x)
-    if x == nil then
-      x = redis.call('GET', K.q)
-    end
-    local cur = tonumber(x or '0')
-    if exp <= cur then
-      return cur
-    end
-    if cur == 0 then
-      redis.call('ZADD', K.e, '+inf', '#')
-      redis.call('HSETNX', K.d, '#h', 0)
-    end
-    x = exp + math.floor(ttl / 4)
-    redis.call('PEXPIREAT', K.w, x)
-    redis.call('PEXPIREAT', K.e, x)
-    redis.call('PEXPIREAT', K.d, x)
-    redis.call('SET', K.q, x, 'PXAT', x)
-    return x
-  end
-
-  -- q_join queues waiter id, whose place expires at exp, behind the others,
-  -- and returns true; x is as for q_extend. rec is the waiter's record. If
-  -- id has a record already (a retry, or a waiter that was granted), it
-  -- changes nothing and returns false.
-  local function q_join(K, id, rec, exp, ttl, x)
-    x = q_extend(K, exp, ttl, x)
-    if redis.call('HSETNX', K.d, id, rec) == 0 then
-      return false
-    end
-    if redis.call('RPUSH', K.w, id) == 1 then
-      redis.call('PEXPIREAT', K.w, x) -- it was empty, so it is new
-    end
-    return true
-  end
-
-  -- q_grant_exclusive makes id the exclusive holder until exp (absolute ms)
-  -- and returns its token. last is the last released lock's value, or nil
-  -- to read it.
-  local function q_grant_exclusive(K, id, rest, exp, t, last)
-    local tok = next_token(t, last or redis.call('GET', K.last), K.last)
-    redis.call('SET', K.lock, id .. SEP .. tok .. rest, 'PXAT', exp)
-    return tok
-  end
-
-  -- q_announce publishes a grant on the waiter's inbox channel:
-  -- "<id>" SEP "<token>" SEP "<name>".
-  local function q_announce(K, inbox, id, tok)
-    local open = string.find(K.lock, '{', 1, true)
-    local prefix = string.sub(K.lock, 1, open - 1)
-    local name = string.sub(K.lock, open + 1, -2)
-    redis.call('PUBLISH', prefix .. '__INBOX_INFIX__' .. inbox, id .. SEP .. tok .. SEP .. name)
-  end
-
-  -- q_waiter splits a waiter's record into its mode, expiry (a number),
-  -- limit, inbox and the rest of a lock value (SEP "<since>" SEP "<owner>").
-  local function q_waiter(rec)
-    local a = string.find(rec, SEP, 1, true)
-    local b = string.find(rec, SEP, a + 1, true)
-    local c = string.find(rec, SEP, b + 1, true)
-    local e = string.find(rec, SEP, c + 1, true)
-    return string.sub(rec, 2, a - 1), tonumber(string.sub(rec, a + 1, b - 1)), string.sub(rec, b + 1, c - 1),
-      string.sub(rec, c + 1, e - 1), string.sub(rec, e)
   end
 
   -- q_moved is waiter record rec with its expiry set to exp.
@@ -132,73 +179,6 @@ local function queue_hot()
     local b = string.find(rec, SEP, a + 1, true)
     return string.sub(rec, 1, a) .. exp .. string.sub(rec, b)
   end
-
-  -- q_granted is a waiter's rest of a lock value (SEP "<since>" SEP
-  -- "<owner>") with since set to now: a lease handed off from the queue was
-  -- acquired when it was granted, not when its waiter joined. (By the
-  -- store's clock, the only one a script has.)
-  local function q_granted(rest, now)
-    local owner = string.find(rest, SEP, 2, true)
-    return SEP .. now .. string.sub(rest, owner)
-  end
-
-  -- q_grant_head makes waiter id, just taken off the head of the queue,
-  -- the exclusive holder until exp, the expiry of its place, and returns
-  -- its token; rest is from its record, last as for q_grant_exclusive. The
-  -- grant keeps the place's expiry: the waiter computed its validity
-  -- deadline from the send time of the request (enqueue or renewal) that
-  -- set that expiry, so the lease cannot expire here before the deadline
-  -- the waiter then believes in.
-  local function q_grant_head(K, id, rest, exp, now, t, last)
-    local tok = q_grant_exclusive(K, id, q_granted(rest, now), exp, t, last)
-    redis.call('HDEL', K.d, id)
-    return tok
-  end
-
-  -- q_handoff hands a name whose exclusive holder is releasing it (value
-  -- v, id prefix idp; still on K.lock) to the head of the queue, when that
-  -- head is a live exclusive waiter: the fair lock's hand-off, in a few
-  -- calls. With an exclusive holder there is no shared or permit holder,
-  -- so the head fits. x is the value of :q. It returns false, having
-  -- changed nothing, in every other case (an empty queue, an expired head,
-  -- another mode), which q_settle decides after a plain release.
-  local function q_handoff(K, now, t, v, idp, x)
-    local head = redis.call('LPOP', K.w)
-    if not head then
-      return false
-    end
-    local rec = redis.call('HGET', K.d, head)
-    local mode, exp, inbox, rest, _
-    if rec then
-      mode, exp, _, inbox, rest = q_waiter(rec)
-    end
-    if mode ~= MODE_EXCL or exp <= now then
-      if redis.call('LPUSH', K.w, head) == 1 then
-        redis.call('PEXPIREAT', K.w, x)
-      end
-      return false
-    end
-    -- The releaser's value goes to its release record (released_by finds
-    -- a retry there) rather than to :last: the token that next_token must
-    -- exceed from now on is the new holder's, on K.lock, and it exceeds
-    -- v's. So one RENAME, instead of two (keep_release's and the lock's).
-    redis.call('RENAME', K.lock, release_key(K.lock, idp))
-    q_announce(K, inbox, head, q_grant_head(K, head, rest, exp, now, t, v))
-    return true
-  end
-
-  return {
-    EXCL = MODE_EXCL, keys = q_keys, now_ms = q_now_ms, extend = q_extend, join = q_join,
-    grant_exclusive = q_grant_exclusive, announce = q_announce, waiter = q_waiter, moved = q_moved,
-    granted = q_granted, grant_head = q_grant_head, handoff = q_handoff,
-  }
-end
-
--- queue_lib returns the rest of the queue, built on H, the functions of
--- queue_hot().
-local function queue_lib(H)
-  local MODE_EXCL, MODE_SHARED = H.EXCL, '2'
-  local q_waiter, q_granted, q_grant_head, q_announce = H.waiter, H.granted, H.grant_head, H.announce
 
   -- epoch_token is a shared or permit holder's token: at least every
   -- exclusive token issued for the name before (the last released one is on
@@ -237,7 +217,7 @@ local function queue_lib(H)
   -- q_hold makes id a shared or permit holder until exp (ttl from now).
   -- x is as for q_extend.
   local function q_hold(K, id, mode, tok, rest, exp, ttl, x)
-    H.extend(K, exp, ttl, x)
+    q_extend(K.lock, exp, ttl, x)
     redis.call('HSET', K.d, id, 'H' .. mode .. SEP .. tok .. rest, '#m', mode)
     redis.call('HINCRBY', K.d, '#h', 1)
     redis.call('ZADD', K.e, exp, id)
@@ -283,16 +263,17 @@ local function queue_lib(H)
         -- A waiter that stopped renewing its place drops out here.
         redis.call('HDEL', K.d, head)
       else
-        local tok
         if mode == MODE_EXCL then
-          tok = q_grant_head(K, head, rest, exp, now, t)
+          q_grant(K.lock, head, inbox, rest, exp, now, t, redis.call('GET', K.last), K.last)
         else
-          tok = epoch_token(K.last, t)
-          redis.call('HSET', K.d, head, 'H' .. mode .. SEP .. tok .. q_granted(rest, now), '#m', mode)
+          -- since is now, as in q_grant.
+          local tok = epoch_token(K.last, t)
+          local owner = string.find(rest, SEP, 2, true)
+          redis.call('HSET', K.d, head, 'H' .. mode .. SEP .. tok .. SEP .. now .. string.sub(rest, owner), '#m', mode)
           redis.call('HINCRBY', K.d, '#h', 1)
           redis.call('ZADD', K.e, exp, head)
+          q_announce(K.lock, inbox, head, tok)
         end
-        q_announce(K, inbox, head, tok)
       end
     end
     -- '#' is always in :e; with nothing else there, no holder is left.
@@ -335,6 +316,7 @@ local function queue_lib(H)
   end
 
   return {
-    settle = q_settle, fits = q_fits, hold = q_hold, epoch_token = epoch_token, retry_after = q_retry_after,
+    keys = q_keys, moved = q_moved, settle = q_settle, fits = q_fits, hold = q_hold, epoch_token = epoch_token,
+    retry_after = q_retry_after,
   }
 end

@@ -6,9 +6,8 @@
 -- Returns a string of one digit per lease: RELEASED, ALREADY_RELEASED or
 -- NOT_HELD. A name left entirely free is published on its release
 -- channel, for plain Lock's waiters.
-local H = queue_hot()
-local q_keys, q_now_ms, q_waiter = H.keys, H.now_ms, H.waiter
-local q_settle = queue_lib(H).settle
+local Q = queue_lib()
+local q_keys, q_settle = Q.keys, Q.settle
 local now, t = q_now_ms()
 local res = {}
 for i = 1, #KEYS do

@@ -4,9 +4,8 @@
 -- what the lease is: 'W' a waiter place, else 'H' .. mode.
 -- Returns a string of one digit per lease: EXTENDED, or LOST when the
 -- lease is not there any more (for a waiter: granted, or dropped).
-local H = queue_hot()
-local q_keys, q_now_ms, q_extend = H.keys, H.now_ms, H.extend
-local q_settle = queue_lib(H).settle
+local Q = queue_lib()
+local q_keys, q_settle = Q.keys, Q.settle
 local now, t = q_now_ms()
 local held = {}
 for i = 1, #KEYS do
@@ -19,9 +18,9 @@ for i = 1, #KEYS do
   if rec and string.sub(rec, 1, #what) == what then
     local ttl = tonumber(ARGV[3 * i - 1])
     local exp = now + ttl
-    q_extend(K, exp, ttl)
+    q_extend(K.lock, exp, ttl)
     if string.byte(rec, 1) == 87 then -- 'W': a waiter's expiry is in its record
-      redis.call('HSET', K.d, id, H.moved(rec, exp))
+      redis.call('HSET', K.d, id, Q.moved(rec, exp))
     else
       redis.call('ZADD', K.e, exp, id)
     end

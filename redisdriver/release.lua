@@ -17,20 +17,19 @@ for i = 1, #KEYS / 2 do
   -- (queue_lib.lua, keep_release in lib.lua).
   local v, queued, prev = unpack(redis.call('MGET', lock, lock .. ':q', last))
   if owns(v, idp) then
-    local H, K, now, t
+    local now, t
     local handed = false
     if queued then
       -- Fair waiters: hand the lock to the head in this same step.
-      H = queue_hot()
-      K = H.keys(lock)
-      now, t = H.now_ms()
-      handed = H.handoff(K, now, t, v, idp, queued)
+      now, t = q_now_ms()
+      handed = q_handoff(lock, now, t, v, idp, queued)
     end
     if not handed then
       keep_release(lock, last, prev)
       redis.call('RENAME', lock, last)
       if queued then
-        queue_lib(H).settle(K, now, t)
+        local Q = queue_lib()
+        Q.settle(Q.keys(lock), now, t)
       end
     end
     if ARGV[1] == '1' then
