@@ -45,7 +45,15 @@ func (d *Driver) runBatch(ctx context.Context, b batch, answer func(i int, digit
 	for i, p := range parts {
 		calls[i] = p.cl
 	}
-	if err := runCalls(ctx, d.rdb.Pipeline(), calls); err != nil {
+	if len(calls) == 1 {
+		// One script call, the common case (one lease released or renewed):
+		// a pipeline would only add its own work.
+		cl := calls[0]
+		cl.reply = cl.s.run(ctx, d.rdb, cl.keys, cl.args...)
+		if err := cl.reply.Err(); err != nil {
+			return err
+		}
+	} else if err := runCalls(ctx, d.rdb.Pipeline(), calls); err != nil {
 		return err
 	}
 	for _, p := range parts {

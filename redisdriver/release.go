@@ -5,22 +5,12 @@ import (
 	"fmt"
 
 	"github.com/dlockio/dlock/driver"
-	"github.com/redis/go-redis/v9"
 )
 
 // Release implements driver.Driver: one release.lua call per Cluster slot
-// (one in total otherwise), all sent in one pipeline.
-//
-// On one server the PUBLISHes that wake waiters go out as plain commands
-// right after the script, in the same pipeline: made from inside the
-// script they cost Redis several times as much (docs/benchmarks.md). The
-// commands of a pipeline run in order on one connection, so waiters still
-// hear of a release only after it happened. A Cluster client may route a
-// PUBLISH to another node, where it could overtake the script, so in
-// Cluster mode the script publishes. On one server every key of the batch
-// is published, released or not (the results are not known when the
-// pipeline is sent); a waiter woken for nothing finds the lock held and
-// waits again.
+// (one in total otherwise), all sent in one pipeline. The script publishes
+// each release that leaves a name free, for plain Lock's waiters; they hear
+// of it only after it happened.
 func (d *Driver) Release(ctx context.Context, reqs []driver.ReleaseRequest) ([]driver.ReleaseResult, error) {
 	if len(reqs) == 0 {
 		return nil, nil
@@ -33,16 +23,12 @@ func (d *Driver) Release(ctx context.Context, reqs []driver.ReleaseRequest) ([]d
 			return nil, err
 		}
 	}
-	publishInScript := "0"
-	if d.cluster != nil {
-		publishInScript = "1"
-	}
 	results := make([]driver.ReleaseResult, len(reqs))
 	err := d.runBatch(ctx, batch{
 		n:        len(reqs),
 		key:      func(i int) string { return reqs[i].Key },
 		isLock:   func(i int) bool { return reqs[i].Kind == driver.KindLock },
-		lockCall: func(idx []int) *call { return d.lockReleaseCall(ctx, reqs, idx, publishInScript) },
+		lockCall: func(idx []int) *call { return d.lockReleaseCall(reqs, idx) },
 		queueCall: func(idx []int) *call {
 			// queue_release.lua publishes itself, only for names it leaves
 			// free: the common release there is a hand-off, which wakes
@@ -75,26 +61,12 @@ func (d *Driver) Release(ctx context.Context, reqs []driver.ReleaseRequest) ([]d
 
 // lockReleaseCall is the release.lua call of the exclusive locks reqs[i]
 // for i in idx, all in one slot.
-func (d *Driver) lockReleaseCall(ctx context.Context, reqs []driver.ReleaseRequest, idx []int, publishInScript string) *call {
-	cl := &call{s: releaseScript, keys: make([]string, 0, 2*len(idx)), args: make([]any, 1, 1+len(idx))}
-	cl.args[0] = publishInScript
-	var channels []string
-	seen := make(map[string]bool, len(idx))
+func (d *Driver) lockReleaseCall(reqs []driver.ReleaseRequest, idx []int) *call {
+	cl := &call{s: releaseScript, keys: make([]string, 0, 2*len(idx)), args: make([]any, 0, len(idx))}
 	for _, ri := range idx {
 		k := reqs[ri].Key
 		cl.keys = append(cl.keys, d.lockKey(k), d.lastKey(k))
 		cl.args = append(cl.args, idPrefix(reqs[ri].ID))
-		if !seen[k] {
-			seen[k] = true
-			channels = append(channels, d.channel(k))
-		}
-	}
-	if d.cluster == nil {
-		cl.after = func(p redis.Pipeliner) {
-			for _, ch := range channels {
-				p.Publish(ctx, ch, "")
-			}
-		}
 	}
 	return cl
 }

@@ -1,7 +1,11 @@
 -- Release many locks, each if still held by its owner.
 -- KEYS[2i-1] lock i, KEYS[2i] its last released lock
--- ARGV[1] '1' to publish the release from here (Cluster, see release.go),
--- ARGV[1+i] owner id prefix of lock i
+-- ARGV[i] owner id prefix of lock i
+-- A release that leaves the name free publishes it, for plain Lock's
+-- waiters. (It used to go out as a plain command after the script, in the
+-- same pipeline, on one server; but then it went out after a hand-off too,
+-- where it wakes nobody, and the script's own PUBLISH costs Redis less than
+-- a command of its own: BenchmarkRedisTime.)
 -- Returns a string of one digit per lock: RELEASED, ALREADY_RELEASED or
 -- NOT_HELD (a string because Redis converts a table reply slowly).
 --
@@ -12,7 +16,7 @@
 -- fair waiter keeps it under the release's own key instead: q_handoff.)
 local res = {}
 for i = 1, #KEYS / 2 do
-  local lock, last, idp = KEYS[2 * i - 1], KEYS[2 * i], ARGV[1 + i]
+  local lock, last, idp = KEYS[2 * i - 1], KEYS[2 * i], ARGV[i]
   -- The queue marker and the last release come with the lock in one MGET
   -- (queue_lib.lua, keep_release in lib.lua).
   local v, queued, prev = unpack(redis.call('MGET', lock, lock .. ':q', last))
@@ -32,7 +36,8 @@ for i = 1, #KEYS / 2 do
         Q.settle(Q.keys(lock), now, t)
       end
     end
-    if ARGV[1] == '1' then
+    if not handed then
+      -- Plain Lock's waiters; after a hand-off the name is held again.
       redis.call('PUBLISH', lock .. CHANNEL_SUFFIX, '')
     end
     res[i] = '__RELEASED__'

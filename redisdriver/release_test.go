@@ -42,8 +42,8 @@ func TestBatchedRelease(t *testing.T) {
 			t.Errorf("request %d %+v: %v, want %v", i, reqs[i], got[i], want[i])
 		}
 	}
-	if calls := callsSince(t, rdb, before); calls["evalsha"] != 1 || calls["publish"] != 5 {
-		t.Errorf("calls %v, want one EVALSHA and one PUBLISH per distinct key", calls)
+	if calls := callsSince(t, rdb, before); calls["evalsha"] != 1 || calls["publish"] != 1 {
+		t.Errorf("calls %v, want one EVALSHA and one PUBLISH, for the one lock released", calls)
 	}
 	if v := rdb.Get(ctx, d.lockKey("other")).Val(); !strings.HasPrefix(v, "c:") {
 		t.Errorf("another owner's lock became %q", v)
@@ -51,8 +51,8 @@ func TestBatchedRelease(t *testing.T) {
 }
 
 // Waiters are notified of a release also when the server has no cached
-// copy of the script (NOSCRIPT, then EVAL, and the PUBLISH again after it),
-// and a repeated release is still recognised.
+// copy of the script (NOSCRIPT, then EVAL, which publishes), once, and a
+// repeated release is still recognised and publishes nothing.
 func TestReleaseNotifiesWithAndWithoutCachedScript(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
@@ -64,6 +64,24 @@ func TestReleaseNotifiesWithAndWithoutCachedScript(t *testing.T) {
 	if _, err := sub.Receive(ctx); err != nil { // the subscription confirmation
 		t.Fatal(err)
 	}
+	// next returns the next message on the channel, after publishing a
+	// marker of its own: a message before the marker came from the driver.
+	next := func(i int) string {
+		t.Helper()
+		if err := rdb.Publish(ctx, d.channel("k"), "marker").Err(); err != nil {
+			t.Fatal(err)
+		}
+		m, err := sub.ReceiveMessage(ctx)
+		if err != nil {
+			t.Fatalf("release %d: %v", i, err)
+		}
+		if m.Payload == "" { // the driver's: the marker must follow
+			if m2, err := sub.ReceiveMessage(ctx); err != nil || m2.Payload != "marker" {
+				t.Fatalf("release %d: after the notification %v, %v; want only the marker", i, m2, err)
+			}
+		}
+		return m.Payload
+	}
 	for i, flush := range []bool{true, false} {
 		mustAcquire(t, d, "k", "a")
 		if flush {
@@ -72,13 +90,8 @@ func TestReleaseNotifiesWithAndWithoutCachedScript(t *testing.T) {
 			}
 		}
 		mustRelease(t, d, "k", "a")
-		for range 2 { // the NOSCRIPT pipeline published too
-			if _, err := sub.ReceiveMessage(ctx); err != nil {
-				t.Fatalf("release %d: no notification: %v", i, err)
-			}
-			if !flush {
-				break
-			}
+		if p := next(i); p != "" {
+			t.Fatalf("release %d: no notification before the marker (got %q)", i, p)
 		}
 		if n := rdb.Exists(ctx, d.lockKey("k")).Val(); n != 0 {
 			t.Fatalf("release %d: the lock key still exists", i)
@@ -86,8 +99,8 @@ func TestReleaseNotifiesWithAndWithoutCachedScript(t *testing.T) {
 		if res := release(t, d, "k", "a"); res != driver.AlreadyReleased {
 			t.Fatalf("release %d repeated: %v", i, res)
 		}
-		if _, err := sub.ReceiveMessage(ctx); err != nil { // the repeat publishes too
-			t.Fatal(err)
+		if p := next(i); p != "marker" {
+			t.Fatalf("release %d: the repeated release published (got %q first)", i, p)
 		}
 	}
 }
@@ -245,6 +258,66 @@ func TestClusterBatchesBySlot(t *testing.T) {
 			heard[k] = true
 		case <-ctx.Done():
 			t.Fatalf("notified of %v only", heard)
+		}
+	}
+}
+
+// A lone release or renewal goes as one script call, without a pipeline;
+// it too is sent again as EVAL when the server lost its scripts.
+func TestLoneCallAfterScriptFlush(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	d := newDriver(t, rdb)
+	ctx := context.Background()
+	mustAcquire(t, d, "k", "a")
+	if err := rdb.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	res, err := d.Renew(ctx, []driver.RenewRequest{{Key: "k", ID: "a", TTL: time.Minute}})
+	if err != nil || len(res) != 1 || !res[0] {
+		t.Fatalf("renew after SCRIPT FLUSH: %v, %v", res, err)
+	}
+	if err := rdb.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if got := release(t, d, "k", "a"); got != driver.Released {
+		t.Fatalf("release after SCRIPT FLUSH: %v, want Released", got)
+	}
+}
+
+// A release that hands the lock to a fair waiter wakes only that waiter
+// (through its inbox): the name is held again, so nothing goes out on the
+// release channel of plain Lock's waiters.
+func TestHandOffDoesNotPublishTheRelease(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	d := newDriver(t, rdb)
+	sub := rdb.Subscribe(ctx, d.channel("k"), d.inboxChannel("box"))
+	defer sub.Close()
+	for range 2 { // the subscription confirmations
+		if _, err := sub.Receive(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, id := range []string{"a", "b"} {
+		res, err := d.Enqueue(ctx, driver.QueueRequest{Key: "k", ID: id, TTL: time.Minute, Mode: driver.ModeExclusive, Wait: true, Inbox: "box"})
+		if err != nil || res.Granted != (id == "a") {
+			t.Fatalf("enqueue %s: %+v, %v", id, res, err)
+		}
+	}
+	mustRelease(t, d, "k", "a")
+	if err := rdb.Publish(ctx, d.channel("k"), "marker").Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{d.inboxChannel("box"), d.channel("k")} {
+		m, err := sub.ReceiveMessage(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Channel != want || (want == d.channel("k") && m.Payload != "marker") {
+			t.Fatalf("message %+v; want the grant on the inbox, then only the marker", m)
 		}
 	}
 }

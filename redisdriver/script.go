@@ -120,15 +120,11 @@ func (s *script) run(ctx context.Context, c redis.Scripter, keys []string, args 
 	return cmd
 }
 
-// call is one script call to send in a pipeline, with the plain commands
-// that must follow it on the same connection (release's PUBLISH). If the
-// script is sent again after NOSCRIPT, so are they, so that they still
-// come after it.
+// call is one script call to send in a pipeline.
 type call struct {
 	s     *script
 	keys  []string
 	args  []any
-	after func(p redis.Pipeliner)
 	reply *redis.Cmd // set by runCalls
 }
 
@@ -142,9 +138,6 @@ func runCalls(ctx context.Context, p redis.Pipeliner, calls []*call) error {
 				cl.reply = p.Eval(ctx, cl.s.src, cl.keys, cl.args...)
 			} else {
 				cl.reply = p.EvalSha(ctx, cl.s.sha, cl.keys, cl.args...)
-			}
-			if cl.after != nil {
-				cl.after(p)
 			}
 		}
 	}
