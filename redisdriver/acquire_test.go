@@ -184,6 +184,7 @@ func TestAcquireRejectsBadArguments(t *testing.T) {
 	for _, req := range []driver.AcquireRequest{
 		{Key: "k", ID: "", TTL: time.Second},
 		{Key: "k", ID: "a:b", TTL: time.Second},
+		{Key: "k", ID: "#h", TTL: time.Second}, // the queue's own fields start with '#'
 		{Key: "k", ID: "a", TTL: 0},
 		{Key: "k", ID: "a", TTL: time.Microsecond},
 	} {
@@ -193,6 +194,9 @@ func TestAcquireRejectsBadArguments(t *testing.T) {
 	}
 	if _, err := d.Release(ctx, []driver.ReleaseRequest{{Key: "k", ID: "a"}, {Key: "k", ID: ""}}); !errors.Is(err, driver.ErrInvalid) {
 		t.Errorf("release with an empty id: %v, want ErrInvalid", err)
+	}
+	if _, err := d.Enqueue(ctx, driver.QueueRequest{Key: "k", ID: "#", TTL: time.Second, Mode: driver.ModeShared}); !errors.Is(err, driver.ErrInvalid) {
+		t.Errorf("enqueue with id #: %v, want ErrInvalid", err)
 	}
 	if _, err := d.Renew(ctx, []driver.RenewRequest{{Key: "k", ID: "a", TTL: 0}}); !errors.Is(err, driver.ErrInvalid) {
 		t.Errorf("renew with ttl 0: %v, want ErrInvalid", err)

@@ -129,8 +129,9 @@ func checkKind(k driver.Kind) error {
 }
 
 func checkID(id string) error {
-	if id == "" || strings.Contains(id, sep) {
-		return fmt.Errorf("%w: owner id %q (must be non-empty, without %q)", driver.ErrInvalid, id, sep)
+	// '#' starts the queue's own members and counters (queue_lib.lua).
+	if id == "" || strings.Contains(id, sep) || strings.HasPrefix(id, "#") {
+		return fmt.Errorf("%w: owner id %q (must be non-empty, without %q, not starting with #)", driver.ErrInvalid, id, sep)
 	}
 	return nil
 }

@@ -69,7 +69,7 @@ if queued then
     return (token_of(v, lock))
   end
 end
-local rec = redis.call('HGET', K.d, id)
+local rec = Q.live(K, id, redis.call('HGET', K.d, id), now)
 if rec then
   -- A retry, or a waiter's poke: its place or its grant is extended.
   q_extend(lock, exp, ttl, x)

@@ -173,6 +173,28 @@ local function queue_lib()
     return { lock = lock, last = lock .. ':last', w = lock .. ':w', e = lock .. ':e', d = lock .. ':d', q = lock .. ':q' }
   end
 
+  -- q_expired reports whether waiter record rec's place expired before now.
+  local function q_expired(rec, now)
+    local a = string.find(rec, SEP, 1, true)
+    local b = string.find(rec, SEP, a + 1, true)
+    return tonumber(string.sub(rec, a + 1, b - 1)) <= now
+  end
+
+  -- q_live returns rec, the record of id (false if none), unless it is
+  -- the record of a waiter whose place expired before now: such a waiter
+  -- is out of the queue wherever it stands (q_settle drops it only when it
+  -- reaches the head), so its record and its place go, and q_live returns
+  -- false. Every script that reads a record outside q_settle's head asks
+  -- q_live.
+  local function q_live(K, id, rec, now)
+    if rec and string.byte(rec, 1) == 87 and q_expired(rec, now) then -- 87: 'W'
+      redis.call('LREM', K.w, 1, id)
+      redis.call('HDEL', K.d, id)
+      return false
+    end
+    return rec
+  end
+
   -- q_moved is waiter record rec with its expiry set to exp.
   local function q_moved(rec, exp)
     local a = string.find(rec, SEP, 1, true)
@@ -276,6 +298,23 @@ local function queue_lib()
         end
       end
     end
+    -- And from the tail: a waiter that died soon after joining (a process
+    -- that crashes and comes back, over and over, behind a long hold) is
+    -- not kept until it would reach the head. One that died between live
+    -- waiters is, unless its own Client comes back (q_live); it is never
+    -- granted.
+    while true do
+      local tail = redis.call('LINDEX', K.w, -1)
+      if not tail then
+        break
+      end
+      local rec = redis.call('HGET', K.d, tail)
+      if rec and not q_expired(rec, now) then
+        break
+      end
+      redis.call('RPOP', K.w)
+      redis.call('HDEL', K.d, tail)
+    end
     -- '#' is always in :e; with nothing else there, no holder is left.
     if redis.call('ZCARD', K.e) <= 1 and redis.call('EXISTS', K.w) == 0 then
       redis.call('DEL', K.w, K.e, K.d, K.q)
@@ -316,7 +355,7 @@ local function queue_lib()
   end
 
   return {
-    keys = q_keys, moved = q_moved, settle = q_settle, fits = q_fits, hold = q_hold, epoch_token = epoch_token,
+    keys = q_keys, live = q_live, moved = q_moved, settle = q_settle, fits = q_fits, hold = q_hold, epoch_token = epoch_token,
     retry_after = q_retry_after,
   }
 end

@@ -14,7 +14,7 @@ for i = 1, #KEYS do
   local K = q_keys(KEYS[i])
   local id, what = ARGV[2 * i - 1], ARGV[2 * i]
   q_settle(K, now, t)
-  local rec = redis.call('HGET', K.d, id)
+  local rec = Q.live(K, id, redis.call('HGET', K.d, id), now)
   if rec and (what == 'W' or string.sub(rec, 1, #what) == what) then
     -- Remembered until the lease would have expired, for a retry. (:e and
     -- :d never empty while the queue exists: see q_extend.)

@@ -14,7 +14,7 @@ for i = 1, #KEYS do
   -- Settling first may grant this very waiter, which then answers LOST
   -- and learns of the grant with its next Enqueue.
   q_settle(K, now, t)
-  local rec = redis.call('HGET', K.d, id)
+  local rec = Q.live(K, id, redis.call('HGET', K.d, id), now)
   if rec and string.sub(rec, 1, #what) == what then
     local ttl = tonumber(ARGV[3 * i - 1])
     local exp = now + ttl

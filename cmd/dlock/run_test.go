@@ -171,7 +171,7 @@ func waitSubscribed(t *testing.T, rdb *redis.Client, name string) {
 	ctx := context.Background()
 	ch, queue := lockKey(name)+":released", lockKey(name)+":w"
 	deadline := time.Now().Add(10 * time.Second)
-	for rdb.ZCard(ctx, queue).Val() == 0 && rdb.PubSubNumSub(ctx, ch).Val()[ch] == 0 {
+	for rdb.LLen(ctx, queue).Val() == 0 && rdb.PubSubNumSub(ctx, ch).Val()[ch] == 0 {
 		if time.Now().After(deadline) {
 			t.Fatalf("nobody waits for %q", name)
 		}
