@@ -18,8 +18,9 @@
 --             for the queue, and the queue's scripts learn the expiry
 -- A waiter's expiry is in its record, not in :e: the hand-off reads the
 -- record anyway, and a waiter that joins or is granted then writes one
--- structure less. Expired waiters drop out when they reach the head, the
--- only place where a waiter's expiry decides anything.
+-- structure less. A waiter whose place expired is out of the queue at once
+-- (never granted, and q_live for its own requests); its entry goes when it
+-- reaches the head or the tail (q_settle) or when its Client comes back.
 -- The queue keys are derived from the lock key inside the scripts: they
 -- share its hash tag, hence its slot, which is all Cluster requires of the
 -- keys a script touches. They expire after every lease they hold (see

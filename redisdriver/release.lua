@@ -2,10 +2,9 @@
 -- KEYS[2i-1] lock i, KEYS[2i] its last released lock
 -- ARGV[i] owner id prefix of lock i
 -- A release that leaves the name free publishes it, for plain Lock's
--- waiters. (It used to go out as a plain command after the script, in the
--- same pipeline, on one server; but then it went out after a hand-off too,
--- where it wakes nobody, and the script's own PUBLISH costs Redis less than
--- a command of its own: BenchmarkRedisTime.)
+-- waiters. (On one server it used to go out as a plain command after the
+-- script, in the same pipeline: after every release, so after a hand-off
+-- too, where it wakes nobody.)
 -- Returns a string of one digit per lock: RELEASED, ALREADY_RELEASED or
 -- NOT_HELD (a string because Redis converts a table reply slowly).
 --
