@@ -179,8 +179,9 @@ func (d *Driver) InspectQueue(ctx context.Context, key string) (driver.QueueInfo
 			return driver.QueueInfo{}, false, err
 		}
 		if exp <= now {
-			// Its place expired behind a live head; the queue drops it
-			// when it reaches the head (queue_lib.lua).
+			// Its place expired behind a live head: out of the queue,
+			// its entry goes when it reaches either end or its Client
+			// comes back (queue_lib.lua).
 			continue
 		}
 		w.TTL = time.Duration(exp-now) * time.Millisecond

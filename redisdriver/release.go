@@ -8,7 +8,8 @@ import (
 )
 
 // Release implements driver.Driver: one release.lua call per Cluster slot
-// (one in total otherwise), all sent in one pipeline. The script publishes
+// (one in total otherwise), sent together in one pipeline when there are
+// several. The script publishes
 // each release that leaves a name free, for plain Lock's waiters; they hear
 // of it only after it happened.
 func (d *Driver) Release(ctx context.Context, reqs []driver.ReleaseRequest) ([]driver.ReleaseResult, error) {
