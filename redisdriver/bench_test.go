@@ -45,18 +45,7 @@ func BenchmarkRedisTime(b *testing.B) {
 			}
 		}
 	}
-	// sent sums the time of the given commands since the last reset.
-	sent := func(cmds ...string) float64 {
-		stats := commandStats(b, rdb)
-		var usec float64
-		for _, c := range cmds {
-			usec += stats[c].usec
-		}
-		if err := rdb.ConfigResetStat(ctx).Err(); err != nil {
-			b.Fatal(err)
-		}
-		return usec
-	}
+	sent := func(cmds ...string) float64 { return takeUsec(b, rdb, cmds...) }
 	acquire() // a steady state: scripts cached, every name used before
 	release()
 	sent()

@@ -57,6 +57,21 @@ type cmdStat struct {
 	usec  float64
 }
 
+// takeUsec sums Redis' time in the given commands since the last reset of
+// its counters, and resets them.
+func takeUsec(t testing.TB, rdb redis.Cmdable, cmds ...string) float64 {
+	t.Helper()
+	stats := commandStats(t, rdb)
+	var usec float64
+	for _, c := range cmds {
+		usec += stats[c].usec
+	}
+	if err := rdb.ConfigResetStat(context.Background()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	return usec
+}
+
 // commandStats returns Redis' per-command counters. Commands run inside
 // scripts are counted under their own names too (and in the script's time).
 func commandStats(t testing.TB, rdb redis.Cmdable) map[string]cmdStat {

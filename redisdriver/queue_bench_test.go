@@ -38,13 +38,7 @@ func BenchmarkRedisTimeQueue(b *testing.B) {
 	if res, err := d.Enqueue(ctx, req(holder)); err != nil || !res.Granted {
 		b.Fatal(res, err)
 	}
-	scriptTime := func() float64 {
-		stats := commandStats(b, rdb)
-		if err := rdb.ConfigResetStat(ctx).Err(); err != nil {
-			b.Fatal(err)
-		}
-		return stats["evalsha"].usec + stats["eval"].usec
-	}
+	scriptTime := func() float64 { return takeUsec(b, rdb, "evalsha", "eval") }
 	scriptTime()
 	var join, handoff float64
 	b.ResetTimer()
