@@ -6,7 +6,7 @@
 // Data layout, for a lock named NAME and the default prefix "dlock:":
 //
 //	dlock:{NAME}            "<id>:<token>:<since ms>:<owner JSON>" while held, expiring with the lock
-//	dlock:{NAME}:last       the last released lock's value, for the TTL it had left
+//	dlock:{NAME}:last       the value of the last lock released without a hand-off, for the TTL it had left
 //	dlock:{NAME}:r:<id>:    an earlier release's value, for its retry, for the TTL it had left
 //	dlock:{NAME}:released   pub/sub channel that wakes waiters (not a key)
 //
@@ -15,13 +15,14 @@
 // lock its last waiter was granted; see queue_lib.lua):
 //
 //	dlock:{NAME}:w          list: waiter ids by arrival
-//	dlock:{NAME}:e          zset: expiry (server ms) of readers, permit holders and release records
+//	dlock:{NAME}:e          zset: expiry (server ms) of readers, permit holders and release records; '#' at +inf
 //	dlock:{NAME}:d          hash: their records and the waiters', and counters
-//	dlock:{NAME}:q          the expiry of the three above, which exist while it does
+//	dlock:{NAME}:q          the expiry of the queue keys; :e and :d exist while it does, :w while there are waiters
 //	dlock:inbox:<inbox>     pub/sub channel of one Client's grants (not a key)
 //
-// Nothing else is stored, and nothing outlives the TTL of the leases it
-// describes: a name nobody has held for a TTL costs no memory. The {NAME}
+// Nothing else is stored, and nothing outlives the leases it describes by
+// more than a quarter of their TTL: a name nobody has held for 1.25 TTL
+// costs no memory. The {NAME}
 // hash tag puts every key of a name in one Cluster slot, so every
 // operation on a name is one script call on one node. Several locks are
 // taken in one script call (acquire_all.lua, driver.MultiAcquirer) on one
@@ -29,7 +30,8 @@
 // with the same hash tag, "{order:42}:items" and "{order:42}:payment".
 //
 // Fencing tokens are a hybrid logical clock: the larger of the server's
-// TIME in microseconds and the token recorded under ":last" plus one (see
+// TIME in microseconds and the token recorded under ":last" plus one (on
+// a hand-off to a fair waiter, the releasing holder's token plus one; see
 // next_token in lib.lua for why they keep increasing across restarts from older
 // snapshots and failovers, and what that assumes of server clocks). The
 // ":last" key also lets a retried release recognise that it succeeded.

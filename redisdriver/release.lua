@@ -21,23 +21,24 @@ for i = 1, #KEYS / 2 do
   local v, queued, prev = unpack(redis.call('MGET', lock, lock .. ':q', last))
   if owns(v, idp) then
     local now, t
-    local handed = false
+    local free = true -- whether the release leaves the name free
     if queued then
       -- Fair waiters: hand the lock to the head in this same step.
       now, t = q_now_ms()
-      handed = q_handoff(lock, now, t, v, idp, queued)
+      free = not q_handoff(lock, now, t, v, idp, queued)
     end
-    if not handed then
+    if free then
       keep_release(lock, last, prev)
       redis.call('RENAME', lock, last)
       if queued then
+        -- Settling may grant the name to the queue after all (behind an
+        -- expired head, or to readers or permits).
         local Q = queue_lib()
-        Q.settle(Q.keys(lock), now, t)
+        free = not Q.settle(Q.keys(lock), now, t) and redis.call('EXISTS', lock) == 0
       end
     end
-    if not handed then
-      -- Plain Lock's waiters; after a hand-off the name is held again.
-      redis.call('PUBLISH', lock .. CHANNEL_SUFFIX, '')
+    if free then
+      redis.call('PUBLISH', lock .. CHANNEL_SUFFIX, '') -- for plain Lock's waiters
     end
     res[i] = '__RELEASED__'
   elseif released_by(lock, prev, idp) then

@@ -321,3 +321,57 @@ func TestHandOffDoesNotPublishTheRelease(t *testing.T) {
 		}
 	}
 }
+
+// Nor does a release whose queue grants the lock after all: the head's
+// place had expired, so the short hand-off gave up, and settling the queue
+// granted the waiter behind it.
+func TestGrantBehindAnExpiredHeadDoesNotPublishTheRelease(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	d := newDriver(t, rdb)
+	sub := rdb.Subscribe(ctx, d.channel("k"), d.inboxChannel("box"))
+	defer sub.Close()
+	for range 2 { // the subscription confirmations
+		if _, err := sub.Receive(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, w := range []struct {
+		id  string
+		ttl time.Duration
+	}{{"a", time.Minute}, {"dead", 300 * time.Millisecond}, {"c", time.Minute}} {
+		res, err := d.Enqueue(ctx, driver.QueueRequest{Key: "k", ID: w.id, TTL: w.ttl, Mode: driver.ModeExclusive, Wait: true, Inbox: "box"})
+		if err != nil || res.Granted != (w.id == "a") {
+			t.Fatalf("enqueue %s: %+v, %v", w.id, res, err)
+		}
+	}
+	// Wait by the server's clock, without a script: any queue script would
+	// drop the expired head first.
+	rec := rdb.HGet(ctx, d.lockKey("k")+":d", "dead").Val()
+	_, exp, err := parseWaiter("dead", rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "the head's place expired", func() bool {
+		now, err := rdb.Time(ctx).Result()
+		return err == nil && now.UnixMilli() > exp
+	})
+	mustRelease(t, d, "k", "a")
+	if v := rdb.Get(ctx, d.lockKey("k")).Val(); !strings.HasPrefix(v, "c"+sep) {
+		t.Fatalf("after a's release the lock is %q; want c's", v)
+	}
+	if err := rdb.Publish(ctx, d.channel("k"), "marker").Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{d.inboxChannel("box"), d.channel("k")} {
+		m, err := sub.ReceiveMessage(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Channel != want || (want == d.channel("k") && m.Payload != "marker") {
+			t.Fatalf("message %+v; want the grant on the inbox, then only the marker", m)
+		}
+	}
+}
