@@ -285,93 +285,64 @@ func TestLoneCallAfterScriptFlush(t *testing.T) {
 	}
 }
 
-// A release that hands the lock to a fair waiter wakes only that waiter
+// A release that grants the lock to a fair waiter wakes only that waiter
 // (through its inbox): the name is held again, so nothing goes out on the
-// release channel of plain Lock's waiters.
-func TestHandOffDoesNotPublishTheRelease(t *testing.T) {
-	srv := redistest.Start(t)
-	rdb := srv.Client(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	d := newDriver(t, rdb)
-	sub := rdb.Subscribe(ctx, d.channel("k"), d.inboxChannel("box"))
-	defer sub.Close()
-	for range 2 { // the subscription confirmations
-		if _, err := sub.Receive(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, id := range []string{"a", "b"} {
-		res, err := d.Enqueue(ctx, driver.QueueRequest{Key: "k", ID: id, TTL: time.Minute, Mode: driver.ModeExclusive, Wait: true, Inbox: "box"})
-		if err != nil || res.Granted != (id == "a") {
-			t.Fatalf("enqueue %s: %+v, %v", id, res, err)
-		}
-	}
-	mustRelease(t, d, "k", "a")
-	if err := rdb.Publish(ctx, d.channel("k"), "marker").Err(); err != nil {
-		t.Fatal(err)
-	}
-	for _, want := range []string{d.inboxChannel("box"), d.channel("k")} {
-		m, err := sub.ReceiveMessage(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if m.Channel != want || (want == d.channel("k") && m.Payload != "marker") {
-			t.Fatalf("message %+v; want the grant on the inbox, then only the marker", m)
-		}
-	}
-}
-
-// Nor does a release whose queue grants the lock after all: the head's
-// place had expired, so the short hand-off gave up, and settling the queue
-// granted the waiter behind it.
-func TestGrantBehindAnExpiredHeadDoesNotPublishTheRelease(t *testing.T) {
-	srv := redistest.Start(t)
-	rdb := srv.Client(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	d := newDriver(t, rdb)
-	sub := rdb.Subscribe(ctx, d.channel("k"), d.inboxChannel("box"))
-	defer sub.Close()
-	for range 2 { // the subscription confirmations
-		if _, err := sub.Receive(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, w := range []struct {
+// release channel of plain Lock's waiters. That holds for the short
+// hand-off, and for a grant made by settling the queue after the short
+// hand-off gave up on a head whose place had expired.
+func TestReleaseThatGrantsDoesNotPublishTheRelease(t *testing.T) {
+	type waiter struct {
 		id  string
 		ttl time.Duration
-	}{{"a", time.Minute}, {"dead", 300 * time.Millisecond}, {"c", time.Minute}} {
-		res, err := d.Enqueue(ctx, driver.QueueRequest{Key: "k", ID: w.id, TTL: w.ttl, Mode: driver.ModeExclusive, Wait: true, Inbox: "box"})
-		if err != nil || res.Granted != (w.id == "a") {
-			t.Fatalf("enqueue %s: %+v, %v", w.id, res, err)
-		}
 	}
-	// Wait by the server's clock, without a script: any queue script would
-	// drop the expired head first.
-	rec := rdb.HGet(ctx, d.lockKey("k")+":d", "dead").Val()
-	_, exp, err := parseWaiter("dead", rec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, 5*time.Second, "the head's place expired", func() bool {
-		now, err := rdb.Time(ctx).Result()
-		return err == nil && now.UnixMilli() > exp
-	})
-	mustRelease(t, d, "k", "a")
-	if v := rdb.Get(ctx, d.lockKey("k")).Val(); !strings.HasPrefix(v, "c"+sep) {
-		t.Fatalf("after a's release the lock is %q; want c's", v)
-	}
-	if err := rdb.Publish(ctx, d.channel("k"), "marker").Err(); err != nil {
-		t.Fatal(err)
-	}
-	for _, want := range []string{d.inboxChannel("box"), d.channel("k")} {
-		m, err := sub.ReceiveMessage(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if m.Channel != want || (want == d.channel("k") && m.Payload != "marker") {
-			t.Fatalf("message %+v; want the grant on the inbox, then only the marker", m)
-		}
+	for _, c := range []struct {
+		name    string
+		waiters []waiter // the first is granted at once
+		next    string   // who gets the lock when the first releases
+	}{
+		{"hand-off", []waiter{{"a", time.Minute}, {"b", time.Minute}}, "b"},
+		{"behind an expired head", []waiter{{"a", time.Minute}, {"dead", 300 * time.Millisecond}, {"c", time.Minute}}, "c"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			srv := redistest.Start(t)
+			rdb := srv.Client(t)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			d := newDriver(t, rdb)
+			sub := rdb.Subscribe(ctx, d.channel("k"), d.inboxChannel("box"))
+			defer sub.Close()
+			for range 2 { // the subscription confirmations
+				if _, err := sub.Receive(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for i, w := range c.waiters {
+				res, err := d.Enqueue(ctx, driver.QueueRequest{Key: "k", ID: w.id, TTL: w.ttl, Mode: driver.ModeExclusive, Wait: true, Inbox: "box"})
+				if err != nil || res.Granted != (i == 0) {
+					t.Fatalf("enqueue %s: %+v, %v", w.id, res, err)
+				}
+			}
+			for _, w := range c.waiters[1:] {
+				if w.ttl < time.Minute {
+					waitPlacesExpired(t, rdb, d, "k", w.id)
+				}
+			}
+			mustRelease(t, d, "k", c.waiters[0].id)
+			if v := rdb.Get(ctx, d.lockKey("k")).Val(); !strings.HasPrefix(v, c.next+sep) {
+				t.Fatalf("after the release the lock is %q; want %s's", v, c.next)
+			}
+			if err := rdb.Publish(ctx, d.channel("k"), "marker").Err(); err != nil {
+				t.Fatal(err)
+			}
+			for _, want := range []string{d.inboxChannel("box"), d.channel("k")} {
+				m, err := sub.ReceiveMessage(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if m.Channel != want || (want == d.channel("k") && m.Payload != "marker") {
+					t.Fatalf("message %+v; want the grant on the inbox, then only the marker", m)
+				}
+			}
+		})
 	}
 }
