@@ -101,8 +101,9 @@ func serverUsec(b *testing.B, rdb *redis.Client) float64 {
 		}
 		_, rest, _ := strings.Cut(line, ":")
 		// Script commands count the commands they run inside them too:
-		// only top-level commands are summed (eval*, and those the client
-		// sends itself), which is what EVALSHA's usec already includes.
+		// only top-level commands are summed (the script calls, and those
+		// the client sends itself), which is what a script call's usec
+		// already includes.
 		name := strings.TrimPrefix(line[:strings.IndexByte(line, ':')], "cmdstat_")
 		if !topLevel[name] {
 			continue
@@ -118,5 +119,5 @@ func serverUsec(b *testing.B, rdb *redis.Client) float64 {
 }
 
 // topLevel are the commands dlock's Client sends itself.
-var topLevel = map[string]bool{"evalsha": true, "eval": true, "publish": true, "subscribe": true,
+var topLevel = map[string]bool{"fcall": true, "function|load": true, "evalsha": true, "eval": true, "publish": true, "subscribe": true,
 	"unsubscribe": true, "ping": true}

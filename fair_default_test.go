@@ -112,8 +112,9 @@ func TestRedisFairHandoffUnderLatency(t *testing.T) {
 	slow := newLockerOn(t, redistest.NewClient(t, proxy.Addr()), nil)
 	ctx := ctxTimeout(t, 60*time.Second)
 	const ttl = 400 * time.Millisecond
-	// Renew a lease once first, so that Redis has the renewal script
-	// cached: a first EVALSHA is answered NOSCRIPT, a second round trip.
+	// Renew a lease once first, so that Redis has the driver's library:
+	// a first FCALL is answered "not found", then FUNCTION LOAD and FCALL
+	// again, two more round trips.
 	warm, err := holder.Lock(ctx, "warm-up", dlock.WithTTL(ttl))
 	if err != nil {
 		t.Fatal(err)

@@ -216,8 +216,8 @@ func TestUnlockRetryAfterLostReply(t *testing.T) {
 	proxy := redistest.NewProxy(t, srv.Addr())
 	c := newLocker(t, proxy.Addr())
 	ctx := ctxTimeout(t, 20*time.Second)
-	// Load the scripts first, so the delayed reply below is the release's
-	// own and not a NOSCRIPT that stops the release from being sent.
+	// Load the library first, so the delayed reply below is the release's
+	// own and not a "not found" that stops the release from being sent.
 	warm, err := c.TryLock(ctx, "warm-up")
 	if err != nil {
 		t.Fatal(err)

@@ -26,7 +26,7 @@ func (d *Driver) Acquire(ctx context.Context, req driver.AcquireRequest) (driver
 	if req.Waiting {
 		waiting = "1"
 	}
-	reply, err := acquireScript.run(ctx, d.rdb, []string{d.lockKey(req.Key), d.lastKey(req.Key), d.lockKey(req.Key) + queueSuffix},
+	reply, err := d.run(ctx, acquireScript, []string{d.lockKey(req.Key), d.lastKey(req.Key), d.lockKey(req.Key) + queueSuffix},
 		idPrefix(req.ID), req.TTL.Milliseconds(), d.valueRest(time.Now(), req.Owner), waiting).Result()
 	if err != nil {
 		return driver.AcquireResult{}, err

@@ -149,29 +149,39 @@ func TestBusyRetryAfter(t *testing.T) {
 }
 
 // An acquisition is one script call and nothing else, also for a name
-// acquired before; after SCRIPT FLUSH it is one EVALSHA and one EVAL.
+// acquired before. When the server lost the code, it is the call, the code
+// sent again, and the call again (FUNCTION LOAD and FCALL; EVAL, which
+// carries the script, after EVALSHA).
 func TestAcquireIsOneScriptCall(t *testing.T) {
-	srv := redistest.Start(t)
-	rdb := srv.Client(t)
-	d := newDriver(t, rdb)
-	mustAcquire(t, d, "warm-up", "w") // loads the script into the server's cache
-	for i := range 3 {
-		before := commandStats(t, rdb)
-		mustAcquire(t, d, "k", fmt.Sprint("a", i))
-		got := callsSince(t, rdb, before)
-		// Commands run by the script are counted as well: MGET, TIME, SET.
-		if got["evalsha"] != 1 || got["mget"] != 1 || got["time"] != 1 || got["set"] != 1 || len(got) != 4 {
-			t.Fatalf("acquisition %d: %v", i, got)
-		}
-		mustRelease(t, d, "k", fmt.Sprint("a", i))
-	}
-	if err := rdb.ScriptFlush(context.Background()).Err(); err != nil {
-		t.Fatal(err)
-	}
-	before := commandStats(t, rdb)
-	mustAcquire(t, d, "k", "b")
-	if got := callsSince(t, rdb, before); got["evalsha"] != 1 || got["eval"] != 1 {
-		t.Fatalf("after SCRIPT FLUSH: %v", got)
+	for _, m := range codeModes {
+		t.Run(m.name, func(t *testing.T) {
+			srv := redistest.Start(t)
+			rdb := srv.Client(t)
+			d := newDriver(t, rdb, m.opts...)
+			mustAcquire(t, d, "warm-up", "w") // loads the code into the server
+			for i := range 3 {
+				before := commandStats(t, rdb)
+				mustAcquire(t, d, "k", fmt.Sprint("a", i))
+				got := callsSince(t, rdb, before)
+				// Commands run by the script are counted as well: MGET, TIME, SET.
+				if got[m.call] != 1 || got["mget"] != 1 || got["time"] != 1 || got["set"] != 1 || len(got) != 4 {
+					t.Fatalf("acquisition %d: %v", i, got)
+				}
+				mustRelease(t, d, "k", fmt.Sprint("a", i))
+			}
+			if err := m.lose(context.Background(), rdb); err != nil {
+				t.Fatal(err)
+			}
+			before := commandStats(t, rdb)
+			mustAcquire(t, d, "k", "b")
+			want := map[string]int{m.call: 1, m.reload: 1}
+			if m.reload == "function|load" {
+				want[m.call] = 2
+			}
+			if got := callsSince(t, rdb, before); got[m.call] != want[m.call] || got[m.reload] != want[m.reload] {
+				t.Fatalf("after the server lost the code: %v, want %v", got, want)
+			}
+		})
 	}
 }
 

@@ -49,11 +49,11 @@ func (d *Driver) runBatch(ctx context.Context, b batch, answer func(i int, digit
 		// One script call, the common case (one lease released or renewed):
 		// a pipeline would only add its own work.
 		cl := calls[0]
-		cl.reply = cl.s.run(ctx, d.rdb, cl.keys, cl.args...)
+		cl.reply = d.run(ctx, cl.s, cl.keys, cl.args...)
 		if err := cl.reply.Err(); err != nil {
 			return err
 		}
-	} else if err := runCalls(ctx, d.rdb.Pipeline(), calls); err != nil {
+	} else if err := d.runCalls(ctx, calls); err != nil {
 		return err
 	}
 	for _, p := range parts {

@@ -41,6 +41,9 @@ type Driver struct {
 	closeOnce  sync.Once
 	closeErr   error
 	ownerCache atomic.Pointer[ownerEncoding]
+	// noFunctions: run scripts (EVALSHA), not the function library
+	// (library.go); set by WithoutFunctions or when the server refuses it.
+	noFunctions atomic.Bool
 }
 
 var (
@@ -51,6 +54,19 @@ var (
 
 // Option configures a Driver.
 type Option func(*Driver) error
+
+// WithoutFunctions makes the Driver run its Lua as scripts (EVALSHA), never
+// as the function library it otherwise loads on Redis 7 and later (see
+// docs/redis.md). Without it the Driver switches to scripts by itself on
+// a server that refuses functions, after one refused call; the option
+// saves that call, or keeps FUNCTION LOAD away from servers where only an
+// operator may load code.
+func WithoutFunctions() Option {
+	return func(d *Driver) error {
+		d.noFunctions.Store(true)
+		return nil
+	}
+}
 
 // WithPrefix sets the prefix of every key and channel. Default DefaultPrefix.
 func WithPrefix(prefix string) Option {
@@ -162,7 +178,7 @@ func (d *Driver) nameFromChannel(ch string) (string, bool) {
 // holds it, keeps its token on record (as a release does) and wakes
 // waiters. The holder's own later release then answers NotHeld.
 func (d *Driver) ForceRelease(ctx context.Context, key string) (uint64, bool, error) {
-	reply, err := forceReleaseScript.run(ctx, d.rdb, []string{d.lockKey(key), d.lastKey(key)}).Text()
+	reply, err := d.run(ctx, forceReleaseScript, []string{d.lockKey(key), d.lastKey(key)}).Text()
 	if errors.Is(err, redis.Nil) {
 		return 0, false, nil
 	}

@@ -12,9 +12,9 @@ import (
 )
 
 // newDriver returns a Driver on rdb, failing the test on error.
-func newDriver(t *testing.T, rdb redis.UniversalClient) *Driver {
+func newDriver(t *testing.T, rdb redis.UniversalClient, opts ...Option) *Driver {
 	t.Helper()
-	d, err := New(rdb)
+	d, err := New(rdb, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,4 +123,30 @@ func eventually(t *testing.T, within time.Duration, what string, cond func() boo
 		}
 		time.Sleep(5 * time.Millisecond) // polling interval, not a synchronisation
 	}
+}
+
+// codeMode is one of the two ways the driver runs its Lua: the function
+// library (FCALL), or scripts (EVALSHA, with WithoutFunctions). lose makes
+// the server forget that code, as a restart without persistence does; call
+// and reload are the commandstats names of a call and of what the server
+// is sent again then.
+type codeMode struct {
+	name         string
+	opts         []Option
+	call, reload string
+	lose         func(context.Context, redis.Cmdable) error
+}
+
+var codeModes = []codeMode{
+	{"functions", nil, "fcall", "function|load", func(ctx context.Context, c redis.Cmdable) error {
+		return c.FunctionFlush(ctx).Err()
+	}},
+	{"scripts", []Option{WithoutFunctions()}, "evalsha", "eval", func(ctx context.Context, c redis.Cmdable) error {
+		return c.ScriptFlush(ctx).Err()
+	}},
+}
+
+// scriptCalls counts the script calls, of either kind, in calls.
+func scriptCalls(calls map[string]int) int {
+	return calls["fcall"] + calls["evalsha"] + calls["eval"]
 }

@@ -14,7 +14,7 @@ import (
 //go:embed acquire_all.lua
 var acquireAllLua string
 
-var acquireAllScript = newScript("acquire_all", queueLibLua+acquireAllLua)
+var acquireAllScript = newScript("acquire_all", queueLibLua, acquireAllLua)
 
 var _ driver.MultiAcquirer = (*Driver)(nil)
 
@@ -59,7 +59,7 @@ func (d *Driver) AcquireAll(ctx context.Context, reqs []driver.AcquireRequest) (
 		keys = append(keys, d.lockKey(r.Key), d.lastKey(r.Key))
 		args = append(args, idPrefix(r.ID), r.TTL.Milliseconds(), d.valueRest(now, r.Owner))
 	}
-	reply, err := acquireAllScript.run(ctx, d.rdb, keys, args...).Result()
+	reply, err := d.run(ctx, acquireAllScript, keys, args...).Result()
 	if err != nil {
 		return driver.AcquireAllResult{}, err
 	}

@@ -36,7 +36,7 @@ func (d *Driver) Enqueue(ctx context.Context, req driver.QueueRequest) (driver.Q
 		wait = "1"
 	}
 	lock := d.lockKey(req.Key)
-	reply, err := enqueueScript.run(ctx, d.rdb, []string{lock},
+	reply, err := d.run(ctx, enqueueScript, []string{lock},
 		idPrefix(req.ID), req.TTL.Milliseconds(), d.valueRest(time.Now(), req.Owner),
 		modeCode(req.Mode)+wait+sep+strconv.Itoa(req.Limit)+sep+req.Inbox).Result()
 	if err != nil {
@@ -135,7 +135,7 @@ func parseGrant(p string) (driver.Grant, bool) {
 
 // InspectQueue implements driver.Queuer with one call of queue_inspect.lua.
 func (d *Driver) InspectQueue(ctx context.Context, key string) (driver.QueueInfo, bool, error) {
-	reply, err := queueInspectScript.run(ctx, d.rdb, []string{d.lockKey(key)}).Slice()
+	reply, err := d.run(ctx, queueInspectScript, []string{d.lockKey(key)}).Slice()
 	if err != nil {
 		return driver.QueueInfo{}, false, err
 	}

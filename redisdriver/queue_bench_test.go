@@ -15,13 +15,20 @@ import (
 // fair lock, alone: a waiter joining a held name, and a release handing
 // the name to the head of its queue. The queue stays as long as in the
 // contended benchmark (16 workers): blocks of 15 waiters join a held name,
-// then each holder in turn releases, which grants the next.
+// then each holder in turn releases, which grants the next. It runs the
+// steps as functions (the default) and as scripts (WithoutFunctions).
 //
 //	go test -run '^$' -bench RedisTimeQueue -benchtime 30000x ./redisdriver/
 func BenchmarkRedisTimeQueue(b *testing.B) {
+	for _, m := range codeModes {
+		b.Run(m.name, func(b *testing.B) { benchmarkRedisTimeQueue(b, m.opts) })
+	}
+}
+
+func benchmarkRedisTimeQueue(b *testing.B, opts []Option) {
 	srv := redistest.Start(b)
 	rdb := srv.Client(b)
-	d, err := New(rdb)
+	d, err := New(rdb, opts...)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -38,7 +45,7 @@ func BenchmarkRedisTimeQueue(b *testing.B) {
 	if res, err := d.Enqueue(ctx, req(holder)); err != nil || !res.Granted {
 		b.Fatal(res, err)
 	}
-	scriptTime := func() float64 { return takeUsec(b, rdb, "evalsha", "eval") }
+	scriptTime := func() float64 { return takeUsec(b, rdb, "fcall", "evalsha", "eval") }
 	scriptTime()
 	var join, handoff float64
 	b.ResetTimer()

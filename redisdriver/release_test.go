@@ -42,23 +42,30 @@ func TestBatchedRelease(t *testing.T) {
 			t.Errorf("request %d %+v: %v, want %v", i, reqs[i], got[i], want[i])
 		}
 	}
-	if calls := callsSince(t, rdb, before); calls["evalsha"] != 1 || calls["publish"] != 1 {
-		t.Errorf("calls %v, want one EVALSHA and one PUBLISH, for the one lock released", calls)
+	if calls := callsSince(t, rdb, before); scriptCalls(calls) != 1 || calls["publish"] != 1 {
+		t.Errorf("calls %v, want one script call and one PUBLISH, for the one lock released", calls)
 	}
 	if v := rdb.Get(ctx, d.lockKey("other")).Val(); !strings.HasPrefix(v, "c:") {
 		t.Errorf("another owner's lock became %q", v)
 	}
 }
 
-// Waiters are notified of a release also when the server has no cached
-// copy of the script (NOSCRIPT, then EVAL, which publishes), once, and a
-// repeated release is still recognised and publishes nothing.
+// Waiters are notified of a release also when the server lost the
+// driver's code (the library loaded again, or NOSCRIPT, then EVAL, which
+// publishes), once, and a repeated release is still recognised and
+// publishes nothing.
 func TestReleaseNotifiesWithAndWithoutCachedScript(t *testing.T) {
+	for _, m := range codeModes {
+		t.Run(m.name, func(t *testing.T) { testReleaseNotifies(t, m) })
+	}
+}
+
+func testReleaseNotifies(t *testing.T, m codeMode) {
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	d := newDriver(t, rdb)
+	d := newDriver(t, rdb, m.opts...)
 	sub := rdb.Subscribe(ctx, d.channel("k"))
 	defer sub.Close()
 	if _, err := sub.Receive(ctx); err != nil { // the subscription confirmation
@@ -85,7 +92,7 @@ func TestReleaseNotifiesWithAndWithoutCachedScript(t *testing.T) {
 	for i, flush := range []bool{true, false} {
 		mustAcquire(t, d, "k", "a")
 		if flush {
-			if err := rdb.ScriptFlush(ctx).Err(); err != nil {
+			if err := m.lose(ctx, rdb); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -222,21 +229,22 @@ func TestClusterBatchesBySlot(t *testing.T) {
 		reqs = append(reqs, driver.ReleaseRequest{Key: k, ID: "id-" + k})
 		renews = append(renews, driver.RenewRequest{Key: k, ID: "id-" + k, TTL: time.Minute})
 	}
-	evalshas := func() int {
+	scriptCallsOnNodes := func() int {
 		n := 0
 		for _, s := range nodes {
-			n += commandStats(t, s.Client(t))["evalsha"].calls
+			st := commandStats(t, s.Client(t))
+			n += st["fcall"].calls + st["evalsha"].calls
 		}
 		return n
 	}
-	before := evalshas()
+	before := scriptCallsOnNodes()
 	if held, err := d.Renew(ctx, renews); err != nil || len(held) != len(keys) || strings.Contains(fmt.Sprint(held), "false") {
 		t.Fatalf("renew: %v, %v", held, err)
 	}
-	if n := evalshas() - before; n != len(slots) {
+	if n := scriptCallsOnNodes() - before; n != len(slots) {
 		t.Errorf("renewal of %d keys in %d slots made %d script calls", len(keys), len(slots), n)
 	}
-	before = evalshas()
+	before = scriptCallsOnNodes()
 	res, err := d.Release(ctx, reqs)
 	if err != nil {
 		t.Fatal(err)
@@ -246,9 +254,8 @@ func TestClusterBatchesBySlot(t *testing.T) {
 			t.Errorf("release of %q: %v", keys[i], r)
 		}
 	}
-	// EVALSHA can be answered NOSCRIPT on a node that has not run the
-	// script yet; those calls count, and are followed by an EVAL.
-	if n := evalshas() - before; n != len(slots) {
+	// Every node has the library: the acquisitions loaded it.
+	if n := scriptCallsOnNodes() - before; n != len(slots) {
 		t.Errorf("release of %d keys in %d slots made %d script calls", len(keys), len(slots), n)
 	}
 	heard := make(map[string]bool)
@@ -263,25 +270,33 @@ func TestClusterBatchesBySlot(t *testing.T) {
 }
 
 // A lone release or renewal goes as one script call, without a pipeline;
-// it too is sent again as EVAL when the server lost its scripts.
+// it too is sent again when the server lost the driver's code.
 func TestLoneCallAfterScriptFlush(t *testing.T) {
-	srv := redistest.Start(t)
-	rdb := srv.Client(t)
-	d := newDriver(t, rdb)
-	ctx := context.Background()
-	mustAcquire(t, d, "k", "a")
-	if err := rdb.ScriptFlush(ctx).Err(); err != nil {
-		t.Fatal(err)
-	}
-	res, err := d.Renew(ctx, []driver.RenewRequest{{Key: "k", ID: "a", TTL: time.Minute}})
-	if err != nil || len(res) != 1 || !res[0] {
-		t.Fatalf("renew after SCRIPT FLUSH: %v, %v", res, err)
-	}
-	if err := rdb.ScriptFlush(ctx).Err(); err != nil {
-		t.Fatal(err)
-	}
-	if got := release(t, d, "k", "a"); got != driver.Released {
-		t.Fatalf("release after SCRIPT FLUSH: %v, want Released", got)
+	for _, m := range codeModes {
+		t.Run(m.name, func(t *testing.T) {
+			srv := redistest.Start(t)
+			rdb := srv.Client(t)
+			d := newDriver(t, rdb, m.opts...)
+			ctx := context.Background()
+			mustAcquire(t, d, "k", "a")
+			if err := m.lose(ctx, rdb); err != nil {
+				t.Fatal(err)
+			}
+			before := commandStats(t, rdb)
+			res, err := d.Renew(ctx, []driver.RenewRequest{{Key: "k", ID: "a", TTL: time.Minute}})
+			if err != nil || len(res) != 1 || !res[0] {
+				t.Fatalf("renew after the code was lost: %v, %v", res, err)
+			}
+			if got := callsSince(t, rdb, before); got[m.reload] != 1 {
+				t.Fatalf("renew after the code was lost: calls %v, want the code sent again", got)
+			}
+			if err := m.lose(ctx, rdb); err != nil {
+				t.Fatal(err)
+			}
+			if got := release(t, d, "k", "a"); got != driver.Released {
+				t.Fatalf("release after the code was lost: %v, want Released", got)
+			}
+		})
 	}
 }
 

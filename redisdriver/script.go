@@ -75,40 +75,52 @@ var placeholder = regexp.MustCompile(`__([A-Z_]+)__`)
 
 // The scripts. Each is lib.lua followed by its own body, so the ownership
 // check and token parsing exist once; those that can change who holds a
-// name also get queue_lib.lua, so granting to the queue exists once.
+// name also get queue_lib.lua, so granting to the queue exists once. The
+// same bodies make up the function library (library.go).
 var (
-	acquireScript      = newScript("acquire", queueLibLua+acquireLua)
-	releaseScript      = newScript("release", queueLibLua+releaseLua)
-	renewScript        = newScript("renew", renewLua)
-	forceReleaseScript = newScript("force_release", queueLibLua+forceReleaseLua)
-	enqueueScript      = newScript("enqueue", queueLibLua+enqueueLua)
-	queueRenewScript   = newScript("queue_renew", queueLibLua+queueRenewLua)
-	queueReleaseScript = newScript("queue_release", queueLibLua+queueReleaseLua)
-	queueInspectScript = newScript("queue_inspect", queueLibLua+queueInspectLua)
+	acquireScript      = newScript("acquire", queueLibLua, acquireLua)
+	releaseScript      = newScript("release", queueLibLua, releaseLua)
+	renewScript        = newScript("renew", "", renewLua)
+	forceReleaseScript = newScript("force_release", queueLibLua, forceReleaseLua)
+	enqueueScript      = newScript("enqueue", queueLibLua, enqueueLua)
+	queueRenewScript   = newScript("queue_renew", queueLibLua, queueRenewLua)
+	queueReleaseScript = newScript("queue_release", queueLibLua, queueReleaseLua)
+	queueInspectScript = newScript("queue_inspect", queueLibLua, queueInspectLua)
 )
 
-// script is a Lua script with its SHA1, the one way this package runs
-// Lua: EVALSHA, and EVAL with the body only when the server has not cached
-// it (NOSCRIPT: first use, restart, failover, SCRIPT FLUSH). run does that
-// for one call; runCalls for calls sent in one pipeline.
+// script is a Lua script with its SHA1, run as EVALSHA, and EVAL with the
+// body only when the server has not cached it (NOSCRIPT: first use,
+// restart, failover, SCRIPT FLUSH): run does that for one call; runCalls
+// for calls sent in one pipeline. Where the server has functions, the
+// Driver runs the script's function in the library instead (library.go);
+// this is the fallback.
 type script struct {
 	name string
-	src  string
+	src  string // lib.lua, the prelude and the body
 	sha  string
+	body string // the script's own part, as the library wraps it
+	fn   string // its function in the library
 }
 
-// newScript prepends lib.lua and substitutes luaConstants. A placeholder
-// without a constant is a programming error, caught when the package loads.
-func newScript(name, body string) *script {
-	src := placeholder.ReplaceAllStringFunc(libLua+body, func(m string) string {
+// newScript puts lib.lua and prelude (queue_lib.lua or nothing) before body
+// and substitutes luaConstants. A placeholder without a constant is a
+// programming error, caught when the package loads.
+func newScript(name, prelude, body string) *script {
+	src := substitute(name, libLua+prelude+body)
+	sum := sha1.Sum([]byte(src))
+	return &script{name: name, src: src, sha: hex.EncodeToString(sum[:]), body: substitute(name, body)}
+}
+
+// substitute replaces the placeholders of Lua source src (of the script
+// name) with luaConstants.
+func substitute(name, src string) string {
+	return placeholder.ReplaceAllStringFunc(src, func(m string) string {
 		v, ok := luaConstants[strings.Trim(m, "_")]
 		if !ok {
 			panic(fmt.Sprintf("redisdriver: %s.lua: no Go constant for %s", name, m))
 		}
 		return v
 	})
-	sum := sha1.Sum([]byte(src))
-	return &script{name: name, src: src, sha: hex.EncodeToString(sum[:])}
 }
 
 // run runs s on c and returns its reply.

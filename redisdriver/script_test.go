@@ -66,7 +66,7 @@ func TestRunnerFallsBackToEval(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
 	ctx := context.Background()
-	probe := newScript("probe", "return KEYS[1] .. ARGV[1]")
+	probe := newScript("probe", "", "return KEYS[1] .. ARGV[1]")
 	for round := range 2 {
 		if err := rdb.ScriptFlush(ctx).Err(); err != nil {
 			t.Fatal(err)
