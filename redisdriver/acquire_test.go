@@ -74,7 +74,7 @@ func TestMalformedRecordFailsAcquisition(t *testing.T) {
 	rdb := srv.Client(t)
 	d := newDriver(t, rdb)
 	ctx := context.Background()
-	for _, bad := range []string{"x", "x:", "x:12a:0:{}", "x:1e9:0:{}", "x:99999999999999999:0:{}", "x:9007199254740992:0:{}"} {
+	for _, bad := range []string{"x", "x:", "x:12a:0:{}", "x:0123:0:{}", "x:1e9:0:{}", "x:99999999999999999:0:{}", "x:9007199254740992:0:{}"} {
 		if err := rdb.Set(ctx, d.lastKey("k"), bad, time.Minute).Err(); err != nil {
 			t.Fatal(err)
 		}

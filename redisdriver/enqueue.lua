@@ -5,14 +5,17 @@
 -- value (SEP "<since>" SEP "<owner>"), ARGV[4] "<mode><wait>" SEP
 -- "<limit>" SEP "<inbox>": one argument, as acquire.lua has, because each
 -- argument costs Redis about 0.7 µs per call.
--- Returns the token (a string of digits) when granted; "Q<retry ms>" when
--- queued; the retry ms (an integer) when refused. Retry is the time until
--- the first blocking holder expires, TTL_UNKNOWN when there is none (only
+-- Returns the token (a string of digits) when granted; QUEUED - <retry ms>
+-- (an integer, at most QUEUED + 2) when queued; the retry ms (an integer,
+-- at least -2, PTTL's answer for no key) when refused. Integers, because
+-- Lua formats a number into a string at about the cost of a command.
+-- Retry is the time until the first blocking holder expires, TTL_UNKNOWN when there is none (only
 -- waiters ahead, whose grants are announced). Every waiter gets it, not
 -- only the head: one behind others becomes the head by grants and
 -- departures it does not hear of, and its poke at that expiry is what
 -- grants the name promptly if the holder died (Redis has no expiry hook).
 -- The common cases reply as acquire.lua does, without building a string.
+local QUEUED = __QUEUED__
 local idp, rest, req = ARGV[1], ARGV[3], ARGV[4]
 local wait = string.byte(req, 2) == 49 -- '1'
 local lock = KEYS[1]
@@ -52,7 +55,7 @@ if queued and v then
     return redis.call('PTTL', lock)
   end
   if q_join(lock, id, rec_new, exp, ttl, queued) then
-    return 'Q' .. redis.call('PTTL', lock)
+    return QUEUED - redis.call('PTTL', lock)
   end
 end
 
@@ -80,7 +83,7 @@ if rec then
     return string.sub(rec, a + 1, b - 1)
   end
   redis.call('HSET', K.d, id, Q.moved(rec, exp))
-  return 'Q' .. Q.retry_after(K, now)
+  return QUEUED - Q.retry_after(K, now)
 end
 
 local a = string.find(req, SEP, 4, true)
@@ -99,4 +102,4 @@ if not wait then
   return Q.retry_after(K, now)
 end
 q_join(lock, id, rec_new, exp, ttl, x)
-return 'Q' .. Q.retry_after(K, now)
+return QUEUED - Q.retry_after(K, now)

@@ -7,7 +7,7 @@
 -- IDs never contain SEP (the driver refuses them), so "<id>" SEP is an
 -- unambiguous prefix and the token is the second field.
 local SEP = '__SEP__'
-local MAX_TOKEN = __MAX_TOKEN__
+local MAX_TOKEN = '__MAX_TOKEN__' -- 2^53, in digits
 local CHANNEL_SUFFIX = '__CHANNEL_SUFFIX__'
 
 -- owns reports whether lock value v (false for a missing key) belongs to
@@ -50,21 +50,30 @@ local function released_by(lock, last_v, idp)
   return owns(last_v, idp) or redis.call('EXISTS', release_key(lock, idp)) == 1
 end
 
--- token_of returns the fencing token in lock value v, read from key (named
--- in the error), as its digits and as a number. Tokens are microsecond
--- counts, exact in a Lua number (a double) below MAX_TOKEN = 2^53, which
--- the clock reaches in the year 2255; anything else is not a value this
--- driver wrote, and acquiring past it could break the order of tokens, so
--- it is an error rather than a guess.
-local function token_of(v, key)
+-- token_digits returns the fencing token in lock value v, read from key
+-- (named in the error), as its digits. Tokens are microsecond counts,
+-- exact in a Lua number (a double) below MAX_TOKEN = 2^53, which the clock
+-- reaches in the year 2255; anything else (no digits, a leading zero, 2^53
+-- or more) is not a value this driver wrote, and acquiring past it could
+-- break the order of tokens, so it is an error rather than a guess. The
+-- checks compare strings: digits without a leading zero order as their
+-- numbers when as long, and converting 16 digits to a number is one of the
+-- dearest things a script does.
+local function token_digits(v, key)
   local a = string.find(v, SEP, 1, true)
   local b = a and string.find(v, SEP, a + 1, true)
   local s = b and string.sub(v, a + 1, b - 1)
-  local n = s and string.match(s, '^%d+$') and #s <= 16 and tonumber(s)
-  if not n or n >= MAX_TOKEN then
+  if not s or #s > #MAX_TOKEN or not string.find(s, '^[1-9]%d*$') or (#s == #MAX_TOKEN and s >= MAX_TOKEN) then
     error('dlock: malformed lock value in ' .. key)
   end
-  return s, n
+  return s
+end
+
+-- token_of returns the fencing token in lock value v, read from key, as
+-- its digits and as a number (see token_digits).
+local function token_of(v, key)
+  local s = token_digits(v, key)
+  return s, tonumber(s)
 end
 
 -- next_token issues the next exclusive fencing token of a name, from the
@@ -92,13 +101,15 @@ end
 -- master's clock is not behind the old one's by more than the time between
 -- the last acquisition on the old master and the first on the new one.
 -- No counter is kept, so nothing outlives the locks it describes.
+-- It also returns the 6 digits of microseconds of t.
 local function next_token(t, last, lastkey)
-  local tok = t[1] .. string.sub('00000' .. t[2], -6) -- seconds and 6 digits of microseconds
+  local us = string.sub('00000' .. t[2], -6)
+  local tok = t[1] .. us -- seconds and 6 digits of microseconds
   if last then
-    local _, prev = token_of(last, lastkey)
-    if prev >= tonumber(tok) then
-      tok = string.format('%.0f', prev + 1) -- %.0f: tostring would use exponent form
+    local prev = token_digits(last, lastkey)
+    if #prev > #tok or (#prev == #tok and prev >= tok) then -- (see token_digits)
+      tok = string.format('%.0f', tonumber(prev) + 1) -- %.0f: tostring would use exponent form
     end
   end
-  return tok
+  return tok, us
 end

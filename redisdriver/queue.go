@@ -43,16 +43,12 @@ func (d *Driver) Enqueue(ctx context.Context, req driver.QueueRequest) (driver.Q
 		return driver.QueueResult{}, err
 	}
 	switch r := reply.(type) {
-	case int64: // refused: the retry time
-		return driver.QueueResult{RetryAfter: retryAfter(r)}, nil
-	case string:
-		if ms, ok := strings.CutPrefix(r, "Q"); ok {
-			n, err := strconv.ParseInt(ms, 10, 64)
-			if err != nil {
-				return driver.QueueResult{}, fmt.Errorf("enqueue script: unexpected reply %q", r)
-			}
-			return driver.QueueResult{Queued: true, RetryAfter: retryAfter(n)}, nil
+	case int64:
+		if r <= replyQueued-ttlGone { // queued, and the retry time
+			return driver.QueueResult{Queued: true, RetryAfter: retryAfter(replyQueued - r)}, nil
 		}
+		return driver.QueueResult{RetryAfter: retryAfter(r)}, nil // refused: the retry time
+	case string:
 		tok, err := parseToken(r)
 		if err != nil {
 			return driver.QueueResult{}, fmt.Errorf("enqueue script: %w", err)

@@ -116,7 +116,8 @@ end
 
 -- q_grant makes waiter id, just taken off the queue, the exclusive holder
 -- of lock until exp, the expiry of its place, tells it, and returns its
--- token. inbox and rest are from its record; last is the value the token
+-- token. inbox and owner (SEP "<owner>") are from its record, t is TIME's
+-- reply; last is the value the token
 -- must exceed (see next_token in lib.lua), read from key lastkey. The
 -- grant keeps the place's expiry: the waiter computed its validity
 -- deadline from the send time of the request (enqueue or renewal) that set
@@ -124,10 +125,10 @@ end
 -- waiter then believes in. Its since is now: a lease handed off from the
 -- queue was acquired when it was granted, not when its waiter joined (by
 -- the store's clock, the only one a script has).
-local function q_grant(lock, id, inbox, rest, exp, now, t, last, lastkey)
-  local tok = next_token(t, last, lastkey)
-  redis.call('SET', lock, id .. SEP .. tok .. SEP .. now .. string.sub(rest, (string.find(rest, SEP, 2, true))),
-    'PXAT', exp)
+local function q_grant(lock, id, inbox, owner, exp, t, last, lastkey)
+  local tok, us = next_token(t, last, lastkey)
+  -- now in ms, from TIME's digits (a number Lua would format).
+  redis.call('SET', lock, id .. SEP .. tok .. SEP .. t[1] .. string.sub(us, 1, 3) .. owner, 'PXAT', exp)
   redis.call('HDEL', lock .. ':d', id)
   q_announce(lock, inbox, id, tok)
   return tok
@@ -147,11 +148,15 @@ local function q_handoff(lock, now, t, v, idp, x)
     return false
   end
   local rec = redis.call('HGET', lock .. ':d', head)
-  local mode, exp, inbox, rest, _
-  if rec then
-    mode, exp, _, inbox, rest = q_waiter(rec)
+  -- q_waiter's fields, only those needed, and the expiry as its digits
+  -- too, which SET takes as they are (a number it would format).
+  local a, b, c, e, f, exp
+  if rec and string.byte(rec, 2) == 49 then -- MODE_EXCL
+    a = string.find(rec, SEP, 1, true)
+    b = string.find(rec, SEP, a + 1, true)
+    exp = string.sub(rec, a + 1, b - 1)
   end
-  if mode ~= MODE_EXCL or exp <= now then
+  if not exp or tonumber(exp) <= now then
     if redis.call('LPUSH', w, head) == 1 then
       redis.call('PEXPIREAT', w, x)
     end
@@ -162,8 +167,11 @@ local function q_handoff(lock, now, t, v, idp, x)
   -- exceed from now on is the new holder's, on the lock key, and it
   -- exceeds v's. So one RENAME, instead of two (keep_release's and the
   -- lock's).
+  c = string.find(rec, SEP, b + 1, true)
+  e = string.find(rec, SEP, c + 1, true)
+  f = string.find(rec, SEP, e + 1, true)
   redis.call('RENAME', lock, release_key(lock, idp))
-  q_grant(lock, head, inbox, rest, exp, now, t, v, lock)
+  q_grant(lock, head, string.sub(rec, c + 1, e - 1), string.sub(rec, f), exp, t, v, lock)
   return true
 end
 
@@ -287,7 +295,8 @@ local function queue_lib()
         redis.call('HDEL', K.d, head)
       else
         if mode == MODE_EXCL then
-          q_grant(K.lock, head, inbox, rest, exp, now, t, redis.call('GET', K.last), K.last)
+          q_grant(K.lock, head, inbox, string.sub(rest, (string.find(rest, SEP, 2, true))), exp, t,
+            redis.call('GET', K.last), K.last)
         else
           -- since is now, as in q_grant.
           local tok = epoch_token(K.last, t)

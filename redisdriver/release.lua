@@ -14,7 +14,8 @@
 -- release whose first reply was lost finds our id there. (A hand-off to a
 -- fair waiter keeps it under the release's own key instead: q_handoff.)
 local res = {}
-for i = 1, #KEYS / 2 do
+local n = #KEYS / 2
+for i = 1, n do
   local lock, last, idp = KEYS[2 * i - 1], KEYS[2 * i], ARGV[i]
   -- The queue marker and the last release come with the lock in one MGET
   -- (queue_lib.lua, keep_release in lib.lua).
@@ -46,5 +47,8 @@ for i = 1, #KEYS / 2 do
   else
     res[i] = '__NOT_HELD__'
   end
+end
+if n == 1 then
+  return res[1] -- the common case, without a table.concat
 end
 return table.concat(res)

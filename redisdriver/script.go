@@ -53,6 +53,10 @@ const (
 	// ttlGone is what PTTL answers for a key that does not exist.
 	ttlGone = -2
 
+	// replyQueued is enqueue.lua's base of a queued request's reply:
+	// replyQueued minus the retry ms (ttlGone at least).
+	replyQueued = -10
+
 	// maxToken is 2^53: the integers below it are exact in a Lua number.
 	maxToken = 1 << 53
 )
@@ -69,6 +73,7 @@ var luaConstants = map[string]string{
 	"EXTENDED":         strconv.Itoa(replyExtended),
 	"LOST":             strconv.Itoa(replyLost),
 	"INBOX_INFIX":      inboxInfix,
+	"QUEUED":           strconv.Itoa(replyQueued),
 }
 
 var placeholder = regexp.MustCompile(`__([A-Z_]+)__`)
