@@ -87,17 +87,30 @@ func (d *Driver) run(ctx context.Context, s *script, keys []string, args ...any)
 		// persistence, FUNCTION FLUSH): load it, call again.
 		if err := d.loadFor(ctx, keys[0], nil); err == nil {
 			cmd = d.rdb.FCall(ctx, s.fn, keys, args...)
-		} else if !errors.Is(err, errNoFunctions) {
+		} else if errors.Is(err, errNoFunctions) {
+			d.noFunctions.Store(true)
+		} else {
 			return errCmd(ctx, err)
 		}
 	}
 	if e := cmd.Err(); isNoFunction(e) || refusedCall(e) {
-		// Refused, or still missing after a load (which then went to
-		// another server than the call, as a Ring would send it).
-		d.noFunctions.Store(true)
+		d.giveUpFunctions(e)
 		return s.run(ctx, d.rdb, keys, args...)
 	}
 	return cmd
+}
+
+// giveUpFunctions makes the Driver use scripts from now on, after err (a
+// refusal, or a function still missing after a load) unless err is
+// missing in Cluster: the load then went to the master the client
+// believed serves the key, and the call to another one, as in a failover
+// or a resharding. That passes; the next call loads the library again.
+// Elsewhere a load that does not reach the server of the call (as a Ring
+// would send it) is for good.
+func (d *Driver) giveUpFunctions(err error) {
+	if !isNoFunction(err) || d.cluster == nil {
+		d.noFunctions.Store(true)
+	}
 }
 
 // runCalls sends calls in one pipeline, as run does one call (and a second
@@ -117,6 +130,7 @@ func (d *Driver) runCalls(ctx context.Context, calls []*call) error {
 		}
 		missing = append(missing, cl)
 		if err := d.loadFor(ctx, cl.keys[0], loaded); errors.Is(err, errNoFunctions) {
+			d.noFunctions.Store(true)
 			missing = nil // they go as scripts
 			break
 		} else if err != nil {
@@ -129,11 +143,11 @@ func (d *Driver) runCalls(ctx context.Context, calls []*call) error {
 	var scripts []*call
 	for _, cl := range calls {
 		if e := cl.reply.Err(); isNoFunction(e) || refusedCall(e) {
+			d.giveUpFunctions(e)
 			scripts = append(scripts, cl)
 		}
 	}
 	if len(scripts) > 0 {
-		d.noFunctions.Store(true)
 		_ = runCalls(ctx, d.rdb.Pipeline(), scripts) // errors are in the replies
 	}
 	for _, cl := range calls {

@@ -2,10 +2,12 @@ package redisdriver
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/dlockio/dlock/driver"
 	"github.com/dlockio/dlock/internal/redistest"
@@ -164,5 +166,58 @@ func (h *countFCalls) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.
 func (h *countFCalls) count(cmd redis.Cmder) {
 	if cmd.Name() == "fcall" {
 		h.n.Add(1)
+	}
+}
+
+// In Cluster every master gets the library where a call first needs it,
+// and a master that lost it (a restart, FUNCTION FLUSH) gets it again,
+// alone and in a batch, while the others keep theirs.
+func TestClusterMastersLoadTheLibrary(t *testing.T) {
+	nodes := redistest.StartCluster(t, 3)
+	var addrs []string
+	for _, s := range nodes {
+		addrs = append(addrs, s.Addr())
+	}
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
+	t.Cleanup(func() { _ = c.Close() })
+	d := newDriver(t, c)
+	ctx := context.Background()
+	keys := []string{"a", "b", "c", "d", "e", "f"}
+	for _, k := range keys {
+		mustAcquire(t, d, k, "id-"+k)
+	}
+	libraries := func(s *redistest.Server) int {
+		libs, err := s.Client(t).FunctionList(ctx, redis.FunctionListQuery{}).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(libs)
+	}
+	for i, s := range nodes {
+		if n := libraries(s); n != 1 {
+			t.Fatalf("node %d has %d libraries after acquisitions on every node, want 1", i, n)
+		}
+	}
+	if err := nodes[0].Client(t).FunctionFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	var renews []driver.RenewRequest
+	for _, k := range keys {
+		renews = append(renews, driver.RenewRequest{Key: k, ID: "id-" + k, TTL: time.Minute})
+	}
+	if held, err := d.Renew(ctx, renews); err != nil || strings.Contains(fmt.Sprint(held), "false") {
+		t.Fatalf("renew after a master lost the library: %v, %v", held, err)
+	}
+	if n := libraries(nodes[0]); n != 1 || d.noFunctions.Load() {
+		t.Fatalf("the master that lost it has %d libraries, functions given up: %v", n, d.noFunctions.Load())
+	}
+	if err := nodes[0].Client(t).FunctionFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys {
+		mustRelease(t, d, k, "id-"+k)
+	}
+	if n := libraries(nodes[0]); n != 1 || d.noFunctions.Load() {
+		t.Fatalf("after lone releases: %d libraries, functions given up: %v", n, d.noFunctions.Load())
 	}
 }
