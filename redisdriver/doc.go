@@ -35,4 +35,18 @@
 // next_token in lib.lua for why they keep increasing across restarts from older
 // snapshots and failovers, and what that assumes of server clocks). The
 // ":last" key also lets a retried release recognise that it succeeded.
+//
+// The Lua (the *.lua files) runs as one function library on Redis 7 and
+// later: FCALL, and FUNCTION LOAD where a server answers that it lacks the
+// library (first use, a restart without persistence, FUNCTION FLUSH; in
+// Cluster each master is loaded when a call on one of its keys needs it).
+// Its name, dlock_<hash of the code>, differs between versions of the
+// driver, so versions sharing a server never run each other's code; each
+// leaves its library there until FUNCTION DELETE. A server that refuses
+// functions (an unknown command before Redis 7, an ACL without FCALL or
+// FUNCTION, a proxy) gets the same code as scripts (EVALSHA, EVAL when it
+// answers NOSCRIPT) after one refused call; WithoutFunctions chooses that
+// from the start. The release and renewal functions carry the allow-oom
+// flag: under maxmemory they run, as the scripts did, where the
+// acquisitions are refused.
 package redisdriver

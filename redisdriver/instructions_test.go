@@ -1,0 +1,140 @@
+package redisdriver
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dlockio/dlock/driver"
+	"github.com/redis/go-redis/v9"
+)
+
+// TestServerInstructionsPerCycle counts the instructions a redis-server
+// runs for the two steps of a contended fair lock, a waiter joining a held
+// name and a release handing the name to the head (the pattern of
+// BenchmarkRedisTimeQueue), in both code modes. Instruction counts do not
+// drift with the machine's speed as times do, so small changes to the Lua
+// show. It needs a server run under callgrind, and is skipped without one:
+//
+//	valgrind --tool=callgrind --callgrind-out-file=$DIR/cg.out.%p \
+//	    redis-server --port 6400 --save '' --appendonly no &
+//	DLOCK_CALLGRIND_ADDR=127.0.0.1:6400 DLOCK_CALLGRIND_DIR=$DIR \
+//	    go test -run ServerInstructions -v ./redisdriver/
+//
+// It zeroes the counters (callgrind_control -z), runs a block of calls,
+// dumps (-d), and reads the dump's total; a PING's count is reported too,
+// for the cost of any request.
+func TestServerInstructionsPerCycle(t *testing.T) {
+	addr, dir := os.Getenv("DLOCK_CALLGRIND_ADDR"), os.Getenv("DLOCK_CALLGRIND_DIR")
+	if addr == "" || dir == "" {
+		t.Skip("set DLOCK_CALLGRIND_ADDR and DLOCK_CALLGRIND_DIR to a redis-server under callgrind")
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	t.Cleanup(func() { _ = rdb.Close() })
+	ctx := context.Background()
+	if err := rdb.FlushAll(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	count := func(f func()) float64 {
+		t.Helper()
+		return instructions(t, dir, f)
+	}
+	const n = 600
+	ping := count(func() {
+		for range n {
+			rdb.Ping(ctx)
+		}
+	}) / n
+	t.Logf("PING: %.0f instructions", ping)
+	for _, m := range codeModes {
+		d := newDriver(t, rdb, m.opts...)
+		join, handoff := joinAndHandoff(t, d, "k-"+m.name, n, count)
+		t.Logf("%s: join %.0f, hand-off %.0f, cycle %.0f instructions", m.name, join, handoff, join+handoff)
+	}
+}
+
+// joinAndHandoff runs n waiters, in blocks of 15, through a held name of
+// d's, and returns the instructions per join and per hand-off.
+func joinAndHandoff(t *testing.T, d *Driver, key string, n int, count func(func()) float64) (join, handoff float64) {
+	ctx := context.Background()
+	owner := driver.Owner{Host: "bench-host", PID: 4242}
+	next := 0
+	newID := func() string { next++; return fmt.Sprintf("%s-%032x", key, next) }
+	enqueue := func(id string) driver.QueueResult {
+		t.Helper()
+		res, err := d.Enqueue(ctx, driver.QueueRequest{Key: key, ID: id, TTL: time.Hour, Owner: owner,
+			Mode: driver.ModeExclusive, Wait: true, Inbox: "0123456789abcdef0123456789abcdef"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	holder := newID()
+	if res := enqueue(holder); !res.Granted { // also loads the code
+		t.Fatalf("holder: %+v", res)
+	}
+	const block = 15
+	for done := 0; done < n; done += block {
+		ids := make([]string, block)
+		join += count(func() {
+			for i := range ids {
+				ids[i] = newID()
+				if res := enqueue(ids[i]); !res.Queued {
+					t.Fatalf("waiter: %+v", res)
+				}
+			}
+		})
+		handoff += count(func() {
+			for _, id := range ids {
+				if got := release(t, d, key, holder); got != driver.Released {
+					t.Fatalf("hand-off: %v", got)
+				}
+				holder = id
+			}
+		})
+	}
+	total := float64(n / block * block)
+	return join / total, handoff / total
+}
+
+// instructions returns the instructions the server under callgrind ran
+// during f, from the dump callgrind_control writes to dir.
+func instructions(t *testing.T, dir string, f func()) float64 {
+	t.Helper()
+	if out, err := exec.Command("callgrind_control", "-z").CombinedOutput(); err != nil {
+		t.Fatalf("callgrind_control -z: %v: %s", err, out)
+	}
+	f()
+	if out, err := exec.Command("callgrind_control", "-d").CombinedOutput(); err != nil {
+		t.Fatalf("callgrind_control -d: %v: %s", err, out)
+	}
+	// Dumps are <out-file>.<pid>.<n>; each is removed once read, so the
+	// next call finds only its own.
+	dumps, _ := filepath.Glob(filepath.Join(dir, "*.[0-9]*.[0-9]*"))
+	var total float64
+	found := false
+	for _, p := range dumps {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(data), "\n") {
+			if s, ok := strings.CutPrefix(line, "summary: "); ok {
+				if v, err := strconv.ParseFloat(strings.Fields(s)[0], 64); err == nil {
+					total, found = v, true
+				}
+			}
+		}
+		_ = os.Remove(p)
+	}
+	if !found {
+		t.Fatalf("no callgrind dump in %s", dir)
+	}
+	return total
+}
