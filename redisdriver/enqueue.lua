@@ -9,8 +9,8 @@
 -- (an integer, at most QUEUED + 2) when queued; the retry ms (an integer,
 -- at least -2, PTTL's answer for no key) when refused. Integers, because
 -- Lua formats a number into a string at about the cost of a command.
--- Retry is the time until the first blocking holder expires, TTL_UNKNOWN when there is none (only
--- waiters ahead, whose grants are announced). Every waiter gets it, not
+-- Retry is the time until the first blocking holder expires, TTL_UNKNOWN
+-- when there is none (only waiters ahead, whose grants are announced). Every waiter gets it, not
 -- only the head: one behind others becomes the head by grants and
 -- departures it does not hear of, and its poke at that expiry is what
 -- grants the name promptly if the holder died (Redis has no expiry hook).

@@ -117,14 +117,14 @@ end
 -- q_grant makes waiter id, just taken off the queue, the exclusive holder
 -- of lock until exp, the expiry of its place, tells it, and returns its
 -- token. inbox and owner (SEP "<owner>") are from its record, t is TIME's
--- reply; last is the value the token
--- must exceed (see next_token in lib.lua), read from key lastkey. The
--- grant keeps the place's expiry: the waiter computed its validity
--- deadline from the send time of the request (enqueue or renewal) that set
--- that expiry, so the lease cannot expire here before the deadline the
--- waiter then believes in. Its since is now: a lease handed off from the
--- queue was acquired when it was granted, not when its waiter joined (by
--- the store's clock, the only one a script has).
+-- reply; last is the value the token must exceed (see next_token in
+-- lib.lua), read from key lastkey. The grant keeps the place's expiry:
+-- the waiter computed its validity deadline from the send time of the
+-- request (enqueue or renewal) that set that expiry, so the lease cannot
+-- expire here before the deadline the waiter then believes in. Its since
+-- is now: a lease handed off from the queue was acquired when it was
+-- granted, not when its waiter joined (by the store's clock, the only one
+-- a script has).
 local function q_grant(lock, id, inbox, owner, exp, t, last, lastkey)
   local tok, us = next_token(t, last, lastkey)
   -- now in ms, from TIME's digits (a number Lua would format).
