@@ -45,8 +45,11 @@
 // leaves its library there until FUNCTION DELETE. A server that refuses
 // functions (an unknown command before Redis 7, an ACL without FCALL or
 // FUNCTION, a proxy) gets the same code as scripts (EVALSHA, EVAL when it
-// answers NOSCRIPT) after one refused call; WithoutFunctions chooses that
-// from the start. The release and renewal functions carry the allow-oom
-// flag: under maxmemory they run, as the scripts did, where the
-// acquisitions are refused.
+// answers NOSCRIPT) after one or two refused calls; WithoutFunctions
+// chooses that from the start. A refusal that passes (memory full, a flush
+// or a failover racing the load) sends only the call at hand as a script.
+// The release and renewal functions carry the allow-oom flag, so they run
+// when memory is full; the others are refused whole then, and the driver
+// sends such a call as a script, which answers as it always did (a held
+// name is busy; taking a free one fails at its first write).
 package redisdriver

@@ -57,10 +57,11 @@ type Option func(*Driver) error
 
 // WithoutFunctions makes the Driver run its Lua as scripts (EVALSHA), never
 // as the function library it otherwise loads on Redis 7 and later (see the
-// package documentation). Without it the Driver switches to scripts by itself on
-// a server that refuses functions, after one refused call; the option
-// saves that call, or keeps FUNCTION LOAD away from servers where only an
-// operator may load code.
+// package documentation). Without it the Driver switches to scripts by
+// itself on a server that refuses functions, after one refused FCALL (and
+// FUNCTION LOAD, when that is what an ACL refuses); the option saves those
+// calls, or keeps FUNCTION LOAD away from servers where only an operator
+// may load code.
 func WithoutFunctions() Option {
 	return func(d *Driver) error {
 		d.noFunctions.Store(true)

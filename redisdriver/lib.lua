@@ -1,4 +1,5 @@
--- Prepended to every script (see script.go). Upper-case names in double
+-- Prepended to every script (see script.go), and the top of the function
+-- library the scripts make (library.go). Upper-case names in double
 -- underscores are replaced, before a script is first loaded, by the Go
 -- constants of the same meaning (luaConstants), so the two sides cannot
 -- drift apart.

@@ -18,20 +18,21 @@ import (
 // queue_lib.lua's top level is some twenty function definitions, each a
 // closure to create. A library's top level runs once, at load: its
 // functions find the helpers already made. Counted in the server's own
-// instructions, an FCALL of the library costs about 17,000 against 32,000
-// for the same call through EVALSHA (31% of the contended fair lock's
-// Redis work per cycle goes to script calls' fixed costs; see
-// docs/fair-lock.md).
+// instructions, a call that returns at once costs about 17,000 as a
+// function of the library against 32,000 as a script with the prelude
+// (docs/fair-lock.md has the contended cycle's counts).
 //
-// The library's name carries a hash of its source, so that two versions of
-// the driver on one server each find their own, and a changed script is
+// The library's name carries a hash of all its code, so that two versions
+// of the driver on one server each find their own, and a changed script is
 // never confused with an old one. Each version leaves its library on the
 // server (a few tens of kilobytes), as EVALSHA leaves its scripts in the
 // script cache; FUNCTION DELETE removes one no longer in use.
 //
-// Where the server has no functions (before Redis 7, an ACL that allows
+// Where the server refuses functions (before Redis 7, an ACL that allows
 // EVALSHA but not FCALL or FUNCTION LOAD, a proxy that refuses them) the
-// Driver falls back to EVALSHA for good, at the cost of one refused call.
+// Driver falls back to EVALSHA for good, at the cost of one or two refused
+// calls. Refusals that pass (memory full, a flush or failover racing the
+// load) send only the call at hand as a script.
 
 // libraryCode is the source FUNCTION LOAD is given.
 var libraryCode = newLibrary([]*script{
@@ -43,32 +44,38 @@ var libraryCode = newLibrary([]*script{
 })
 
 // newLibrary returns the library of scripts, and sets each script's
-// function name. Those in releases may run when the server is out of
-// memory (the allow-oom flag), as they do through EVALSHA, where only the
-// commands that need memory fail: renewing and releasing must not wait for
-// memory that locks held longer keep taken. The others, which take locks,
-// are refused whole then, as a script whose first write needs memory is.
+// function name. The functions of releases may run when the server is out
+// of memory (the allow-oom flag): renewing and releasing must not wait for
+// memory that the locks held keep taken, and through EVALSHA they ran, with
+// only their commands that need memory refused. The others are refused
+// whole then (and without the replicas min-replicas-to-write asks for);
+// run sends such a refused call again as a script, which runs until it
+// needs memory, as before. The name is a hash of the whole library, flags
+// included.
 func newLibrary(scripts []*script, releases map[*script]bool) string {
-	var body strings.Builder
-	body.WriteString(substitute("lib", libLua))
-	body.WriteString(substitute("queue_lib", queueLibLua))
+	const name = "__LIBRARY__" // replaced by the hash below
+	var code strings.Builder
+	code.WriteString(substitute("lib", libLua))
+	code.WriteString(substitute("queue_lib", queueLibLua))
 	for _, s := range scripts {
 		// The script's body, unchanged, as a function of KEYS and ARGV: the
 		// names it reads as globals under EVALSHA.
-		fmt.Fprintf(&body, "\nlocal function script_%s(KEYS, ARGV)\n%s\nend\n", s.name, s.body)
+		fmt.Fprintf(&code, "\nlocal function script_%s(KEYS, ARGV)\n%s\nend\n", s.name, s.body)
 	}
-	sum := sha1.Sum([]byte(body.String()))
-	name := "dlock_" + hex.EncodeToString(sum[:6])
 	for _, s := range scripts {
-		s.fn = name + "_" + s.name
 		flags := ""
 		if releases[s] {
 			flags = "'allow-oom'"
 		}
-		fmt.Fprintf(&body, "redis.register_function{function_name = '%s', callback = script_%s, flags = {%s}}\n",
-			s.fn, s.name, flags)
+		fmt.Fprintf(&code, "redis.register_function{function_name = '%s_%s', callback = script_%s, flags = {%s}}\n",
+			name, s.name, s.name, flags)
 	}
-	return "#!lua name=" + name + "\n" + body.String()
+	sum := sha1.Sum([]byte(code.String()))
+	lib := "dlock_" + hex.EncodeToString(sum[:6])
+	for _, s := range scripts {
+		s.fn = lib + "_" + s.name
+	}
+	return "#!lua name=" + lib + "\n" + strings.ReplaceAll(code.String(), name, lib)
 }
 
 // errNoFunctions is loadOn's answer when the server will not take the
@@ -84,33 +91,23 @@ func (d *Driver) run(ctx context.Context, s *script, keys []string, args ...any)
 	cmd := d.rdb.FCall(ctx, s.fn, keys, args...)
 	if isNoFunction(cmd.Err()) {
 		// Not loaded on this server yet, or lost (a restart without
-		// persistence, FUNCTION FLUSH): load it, call again.
-		if err := d.loadFor(ctx, keys[0], nil); err == nil {
+		// persistence, FUNCTION FLUSH, a slot moved to a master without
+		// it): load it, call again.
+		if err := d.load(ctx); err == nil {
 			cmd = d.rdb.FCall(ctx, s.fn, keys, args...)
 		} else if errors.Is(err, errNoFunctions) {
 			d.noFunctions.Store(true)
-		} else {
-			return errCmd(ctx, err)
 		}
 	}
-	if e := cmd.Err(); isNoFunction(e) || refusedCall(e) {
-		d.giveUpFunctions(e)
+	if e := cmd.Err(); refusedCall(e) {
+		d.noFunctions.Store(true)
+		return s.run(ctx, d.rdb, keys, args...)
+	} else if isNoFunction(e) || refusedByFlags(e) {
+		// Missing still (the load failed or raced a flush or a failover),
+		// or refused before it ran: this call as a script.
 		return s.run(ctx, d.rdb, keys, args...)
 	}
 	return cmd
-}
-
-// giveUpFunctions makes the Driver use scripts from now on, after err (a
-// refusal, or a function still missing after a load) unless err is
-// missing in Cluster: the load then went to the master the client
-// believed serves the key, and the call to another one, as in a failover
-// or a resharding. That passes; the next call loads the library again.
-// Elsewhere a load that does not reach the server of the call (as a Ring
-// would send it) is for good.
-func (d *Driver) giveUpFunctions(err error) {
-	if !isNoFunction(err) || d.cluster == nil {
-		d.noFunctions.Store(true)
-	}
 }
 
 // runCalls sends calls in one pipeline, as run does one call (and a second
@@ -123,27 +120,24 @@ func (d *Driver) runCalls(ctx context.Context, calls []*call) error {
 	}
 	d.sendFCalls(ctx, calls)
 	var missing []*call
-	loaded := make(map[string]bool) // by node address
 	for _, cl := range calls {
-		if !isNoFunction(cl.reply.Err()) {
-			continue
-		}
-		missing = append(missing, cl)
-		if err := d.loadFor(ctx, cl.keys[0], loaded); errors.Is(err, errNoFunctions) {
-			d.noFunctions.Store(true)
-			missing = nil // they go as scripts
-			break
-		} else if err != nil {
-			return err
+		if isNoFunction(cl.reply.Err()) {
+			missing = append(missing, cl)
 		}
 	}
 	if len(missing) > 0 {
-		d.sendFCalls(ctx, missing)
+		if err := d.load(ctx); err == nil {
+			d.sendFCalls(ctx, missing)
+		} else if errors.Is(err, errNoFunctions) {
+			d.noFunctions.Store(true)
+		}
 	}
 	var scripts []*call
 	for _, cl := range calls {
-		if e := cl.reply.Err(); isNoFunction(e) || refusedCall(e) {
-			d.giveUpFunctions(e)
+		if e := cl.reply.Err(); refusedCall(e) || isNoFunction(e) || refusedByFlags(e) {
+			if refusedCall(e) {
+				d.noFunctions.Store(true)
+			}
 			scripts = append(scripts, cl)
 		}
 	}
@@ -168,73 +162,72 @@ func (d *Driver) sendFCalls(ctx context.Context, calls []*call) {
 	_, _ = p.Exec(ctx)
 }
 
-// loadFor loads the library on the server that runs calls on key: in
-// Cluster the master of its slot, else the Driver's client. With a
-// non-nil loaded (node addresses), a node is loaded once.
-func (d *Driver) loadFor(ctx context.Context, key string, loaded map[string]bool) error {
-	c, addr := redis.Cmdable(d.rdb), ""
-	if d.cluster != nil {
-		node, err := d.cluster.MasterForKey(ctx, key)
-		if err != nil {
-			return err
-		}
-		c, addr = node, node.Options().Addr
+// load loads the library on the Driver's server: in Cluster on every
+// master, as the client finds them after reloading the cluster's layout
+// (the master of a key in the layout the client had may no longer be the
+// one that answered), and on every shard of a Ring.
+func (d *Driver) load(ctx context.Context) error {
+	each := func(ctx context.Context, c *redis.Client) error { return loadOn(ctx, c) }
+	switch c := d.rdb.(type) {
+	case *redis.ClusterClient:
+		return c.ForEachMaster(ctx, each)
+	case *redis.Ring:
+		return c.ForEachShard(ctx, each)
 	}
-	if loaded != nil {
-		if loaded[addr] {
-			return nil
-		}
-		loaded[addr] = true
-	}
-	return loadOn(ctx, c)
+	return loadOn(ctx, d.rdb)
 }
 
 // loadOn loads the library on c. A library already there (loaded by
-// another client meanwhile) is as good; any other answer of the server is
-// errNoFunctions. Errors of the connection are returned as they are.
+// another client meanwhile) is as good. An error answer (ERR: an unknown
+// command, a library the server cannot compile; NOPERM: an ACL) is
+// errNoFunctions; other answers (OOM, READONLY, LOADING, BUSY) and errors
+// of the connection are returned as they are: they pass.
 func loadOn(ctx context.Context, c redis.Cmdable) error {
 	err := c.FunctionLoad(ctx, libraryCode).Err()
 	var rerr redis.Error
 	switch {
-	case err == nil || strings.Contains(err.Error(), "already exists"):
+	case err == nil || strings.HasPrefix(err.Error(), "ERR Library") && strings.Contains(err.Error(), "already exists"):
 		return nil
-	case errors.As(err, &rerr):
+	case errors.As(err, &rerr) && (strings.HasPrefix(err.Error(), "ERR") || strings.HasPrefix(err.Error(), "NOPERM")):
 		return fmt.Errorf("%w: %v", errNoFunctions, err)
 	}
 	return err
 }
 
 // refusedCall reports whether err is the server refusing FCALL itself: an
-// unknown command (before Redis 7), one a proxy or a managed service does
-// not pass on, or a permission (an ACL). Errors of the connection, of a
-// script, and the server's other refusals (OOM, READONLY, BUSY, LOADING:
-// EVALSHA would meet them too) are not.
+// unknown command (before Redis 7; also one a proxy does not pass on), or
+// an ACL that does not allow it. Errors of the connection or of a script,
+// a permission on a key, and the server's other refusals are not.
 func refusedCall(err error) bool {
 	var rerr redis.Error
 	if err == nil || !errors.As(err, &rerr) {
 		return false
 	}
-	msg := strings.ToLower(err.Error())
-	if strings.HasPrefix(msg, "noperm") {
+	msg := err.Error()
+	switch {
+	case strings.HasPrefix(msg, "ERR unknown command"), strings.HasPrefix(msg, "ERR unsupported command"):
 		return true
-	}
-	for _, s := range []string{"unknown command", "unsupported command", "not supported", "command disabled"} {
-		if strings.HasPrefix(msg, "err") && strings.Contains(msg, s) {
-			return true
-		}
+	case strings.HasPrefix(msg, "NOPERM"):
+		return strings.Contains(strings.ToLower(msg), "'fcall'")
 	}
 	return false
+}
+
+// refusedByFlags reports whether err is the server refusing a function
+// before running it, for the flags it has not (allow-oom: used memory
+// above maxmemory; writes without the replicas min-replicas-to-write asks
+// for), where a script runs until its first command that needs them.
+func refusedByFlags(err error) bool {
+	var rerr redis.Error
+	if err == nil || !errors.As(err, &rerr) {
+		return false
+	}
+	msg := err.Error()
+	return strings.HasPrefix(msg, "OOM ") || strings.HasPrefix(msg, "NOREPLICAS ")
 }
 
 // isNoFunction reports whether err is FCALL's answer for a function the
 // server does not have.
 func isNoFunction(err error) bool {
-	return err != nil && strings.Contains(err.Error(), "Function not found")
-}
-
-// errCmd is a reply that failed with err before reaching the server.
-func errCmd(ctx context.Context, err error) *redis.Cmd {
-	cmd := redis.NewCmd(ctx)
-	cmd.SetErr(err)
-	return cmd
+	return err != nil && strings.HasPrefix(err.Error(), "ERR Function not found")
 }

@@ -28,8 +28,8 @@
 --
 -- Every redis.call costs Redis up to a microsecond besides the command, and
 -- so does much of what a script does besides: each function and table it
--- makes (a script makes its functions anew on every call) and each string
--- it builds. So the two steps of a contended fair lock, a waiter joining a
+-- makes (run as a script, not as the function library, it makes its
+-- functions anew on every call) and each string it builds. So the two steps of a contended fair lock, a waiter joining a
 -- held name (q_join) and a release handing the name to a live exclusive
 -- head (q_handoff), are short, take the lock key's name and build only the
 -- key names they use. They and what they need are defined here, at the top;
