@@ -113,8 +113,8 @@ func isNil(rdb redis.UniversalClient) bool {
 // when its context is cancelled (and without ContextTimeoutEnabled it
 // ignores deadlines as well), so the driver is not ContextAware. An
 // uncontended acquisition through the queue is the plain one's commands
-// in one script call (enqueue.lua), 1.03 times its Redis time as
-// measured (docs/fair-lock.md), so Lock queues by default.
+// in one call (enqueue.lua), 1.00 times its Redis time as measured
+// (docs/fair-lock.md), so Lock queues by default.
 func (d *Driver) Capabilities() driver.Capabilities {
 	return driver.Capabilities{
 		TTLUnit:        time.Millisecond,
