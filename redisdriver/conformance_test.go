@@ -53,11 +53,7 @@ func TestConformance(t *testing.T) {
 
 // The suite against a real three-node Cluster (no restarts).
 func TestConformanceCluster(t *testing.T) {
-	nodes := redistest.StartCluster(t, 3)
-	addrs := make([]string, len(nodes))
-	for i, s := range nodes {
-		addrs[i] = s.Addr()
-	}
+	addrs := clusterAddrs(redistest.StartCluster(t, 3))
 	var n atomic.Int64
 	drivertest.Run(t, drivertest.Harness{
 		New: func(t *testing.T) driver.Driver {

@@ -2,6 +2,7 @@ package redisdriver
 
 import (
 	"context"
+	"github.com/dlockio/dlock/internal/redistest"
 	"strconv"
 	"strings"
 	"testing"
@@ -149,4 +150,22 @@ var codeModes = []codeMode{
 // scriptCalls counts the script calls, of either kind, in calls.
 func scriptCalls(calls map[string]int) int {
 	return calls["fcall"] + calls["evalsha"] + calls["eval"]
+}
+
+// clusterAddrs returns the addresses of nodes, a Cluster's seeds.
+func clusterAddrs(nodes []*redistest.Server) []string {
+	addrs := make([]string, len(nodes))
+	for i, s := range nodes {
+		addrs[i] = s.Addr()
+	}
+	return addrs
+}
+
+// newClusterClient returns a client of the Cluster of nodes, closed when
+// the test ends.
+func newClusterClient(t *testing.T, nodes []*redistest.Server) *redis.ClusterClient {
+	t.Helper()
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: clusterAddrs(nodes)})
+	t.Cleanup(func() { _ = c.Close() })
+	return c
 }

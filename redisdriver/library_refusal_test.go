@@ -164,10 +164,6 @@ func TestOtherErrorsKeepFunctions(t *testing.T) {
 // reloading the layout, and the driver keeps functions.
 func TestClusterSlotMovedToMasterWithoutLibrary(t *testing.T) {
 	nodes := redistest.StartCluster(t, 3)
-	var addrs []string
-	for _, s := range nodes {
-		addrs = append(addrs, s.Addr())
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	ids := make([]string, len(nodes))
@@ -199,9 +195,7 @@ func TestClusterSlotMovedToMasterWithoutLibrary(t *testing.T) {
 		return -1
 	}
 	for round := range 3 {
-		c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
-		t.Cleanup(func() { _ = c.Close() })
-		d := newDriver(t, c)
+		d := newDriver(t, newClusterClient(t, nodes))
 		key := fmt.Sprintf("moving-%d", round)
 		for i := range 30 { // the client learns the layout; every master gets the library
 			mustAcquire(t, d, fmt.Sprintf("warm-%d-%d", round, i), "w")

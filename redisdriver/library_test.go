@@ -174,12 +174,7 @@ func (h *countFCalls) count(cmd redis.Cmder) {
 // alone and in a batch, while the others keep theirs.
 func TestClusterMastersLoadTheLibrary(t *testing.T) {
 	nodes := redistest.StartCluster(t, 3)
-	var addrs []string
-	for _, s := range nodes {
-		addrs = append(addrs, s.Addr())
-	}
-	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
-	t.Cleanup(func() { _ = c.Close() })
+	c := newClusterClient(t, nodes)
 	d := newDriver(t, c)
 	ctx := context.Background()
 	keys := []string{"a", "b", "c", "d", "e", "f"}

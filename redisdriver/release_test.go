@@ -9,7 +9,6 @@ import (
 
 	"github.com/dlockio/dlock/driver"
 	"github.com/dlockio/dlock/internal/redistest"
-	"github.com/redis/go-redis/v9"
 )
 
 // One Release call answers each request of a batch on its own terms, with
@@ -201,12 +200,7 @@ func TestForceRelease(t *testing.T) {
 // publish, and waiters on any node hear it.
 func TestClusterBatchesBySlot(t *testing.T) {
 	nodes := redistest.StartCluster(t, 3)
-	var addrs []string
-	for _, s := range nodes {
-		addrs = append(addrs, s.Addr())
-	}
-	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
-	t.Cleanup(func() { _ = c.Close() })
+	c := newClusterClient(t, nodes)
 	d := newDriver(t, c)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
