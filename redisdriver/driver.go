@@ -44,6 +44,8 @@ type Driver struct {
 	// noFunctions: run scripts (EVALSHA), not the function library
 	// (library.go); set by WithoutFunctions or when the server refuses it.
 	noFunctions atomic.Bool
+	loading     chan struct{} // held by the one load of the library under way (library.go)
+	loads       atomic.Uint64 // loads of the library done
 }
 
 var (
@@ -87,7 +89,7 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Driver, error) {
 	if isNil(rdb) {
 		return nil, fmt.Errorf("%w: nil redis client", driver.ErrInvalid)
 	}
-	d := &Driver{rdb: rdb, prefix: DefaultPrefix}
+	d := &Driver{rdb: rdb, prefix: DefaultPrefix, loading: make(chan struct{}, 1)}
 	d.cluster, _ = rdb.(*redis.ClusterClient)
 	if err := options.Apply(d, opts); err != nil {
 		return nil, err

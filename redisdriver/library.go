@@ -88,12 +88,13 @@ func (d *Driver) run(ctx context.Context, s *script, keys []string, args ...any)
 	if d.noFunctions.Load() {
 		return s.run(ctx, d.rdb, keys, args...)
 	}
+	loads := d.loads.Load()
 	cmd := d.rdb.FCall(ctx, s.fn, keys, args...)
 	if isNoFunction(cmd.Err()) {
 		// Not loaded on this server yet, or lost (a restart without
 		// persistence, FUNCTION FLUSH, a slot moved to a master without
 		// it): load it, call again.
-		if err := d.load(ctx); err == nil {
+		if err := d.load(ctx, loads); err == nil {
 			cmd = d.rdb.FCall(ctx, s.fn, keys, args...)
 		} else if errors.Is(err, errNoFunctions) {
 			d.noFunctions.Store(true)
@@ -118,6 +119,7 @@ func (d *Driver) runCalls(ctx context.Context, calls []*call) error {
 	if d.noFunctions.Load() {
 		return runCalls(ctx, d.rdb.Pipeline(), calls)
 	}
+	loads := d.loads.Load()
 	d.sendFCalls(ctx, calls)
 	var missing []*call
 	for _, cl := range calls {
@@ -126,7 +128,7 @@ func (d *Driver) runCalls(ctx context.Context, calls []*call) error {
 		}
 	}
 	if len(missing) > 0 {
-		if err := d.load(ctx); err == nil {
+		if err := d.load(ctx, loads); err == nil {
 			d.sendFCalls(ctx, missing)
 		} else if errors.Is(err, errNoFunctions) {
 			d.noFunctions.Store(true)
@@ -166,7 +168,30 @@ func (d *Driver) sendFCalls(ctx context.Context, calls []*call) {
 // master, as the client finds them after reloading the cluster's layout
 // (the master of a key in the layout the client had may no longer be the
 // one that answered), and on every shard of a Ring.
-func (d *Driver) load(ctx context.Context) error {
+//
+// Calls that find the library missing at once (every call after a
+// restart) load it once: one of them loads, the others wait for it (or for
+// their ctx) and call again. missed is loads's value when the call was
+// sent; a load finished since then is as good as one of its own.
+func (d *Driver) load(ctx context.Context, missed uint64) error {
+	select {
+	case d.loading <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-d.loading }()
+	if d.loads.Load() != missed {
+		return nil
+	}
+	err := d.loadAll(ctx)
+	if err == nil {
+		d.loads.Add(1)
+	}
+	return err
+}
+
+// loadAll is load's one load.
+func (d *Driver) loadAll(ctx context.Context) error {
 	each := func(ctx context.Context, c *redis.Client) error { return loadOn(ctx, c) }
 	switch c := d.rdb.(type) {
 	case *redis.ClusterClient:
@@ -178,18 +203,31 @@ func (d *Driver) load(ctx context.Context) error {
 }
 
 // loadOn loads the library on c. A library already there (loaded by
-// another client meanwhile) is as good. An error answer (ERR: an unknown
-// command, a library the server cannot compile; NOPERM: an ACL) is
-// errNoFunctions; other answers (OOM, READONLY, LOADING, BUSY) and errors
-// of the connection are returned as they are: they pass.
+// another client meanwhile) is as good. A refusal (NOPERM: an ACL; an
+// unknown command or subcommand; a library the server will not compile or
+// register) is errNoFunctions; other answers (OOM, READONLY, LOADING, BUSY,
+// too many clients) and errors of the connection are returned as they
+// are: they pass.
 func loadOn(ctx context.Context, c redis.Cmdable) error {
 	err := c.FunctionLoad(ctx, libraryCode).Err()
+	if err == nil {
+		return nil
+	}
+	msg := err.Error()
 	var rerr redis.Error
 	switch {
-	case err == nil || strings.HasPrefix(err.Error(), "ERR Library") && strings.Contains(err.Error(), "already exists"):
+	case strings.HasPrefix(msg, "ERR Library") && strings.Contains(msg, "already exists"):
 		return nil
-	case errors.As(err, &rerr) && (strings.HasPrefix(err.Error(), "ERR") || strings.HasPrefix(err.Error(), "NOPERM")):
+	case !errors.As(err, &rerr):
+		return err
+	case strings.HasPrefix(msg, "NOPERM"):
 		return fmt.Errorf("%w: %v", errNoFunctions, err)
+	}
+	for _, p := range []string{"ERR unknown command", "ERR unknown subcommand", "ERR unsupported command",
+		"ERR Error", "ERR Library", "ERR Function"} {
+		if strings.HasPrefix(msg, p) {
+			return fmt.Errorf("%w: %v", errNoFunctions, err)
+		}
 	}
 	return err
 }
@@ -214,16 +252,24 @@ func refusedCall(err error) bool {
 }
 
 // refusedByFlags reports whether err is the server refusing a function
-// before running it, for the flags it has not (allow-oom: used memory
-// above maxmemory; writes without the replicas min-replicas-to-write asks
-// for), where a script runs until its first command that needs them.
+// before running it, for the flags it has not, where a script runs until
+// its first command that needs them: allow-oom (used memory above
+// maxmemory), and no-writes, which none has (writes stopped for a failed
+// save, MISCONF; without the replicas min-replicas-to-write asks for; on a
+// read-only replica). Such a refusal comes before anything ran, so the
+// call can go again as a script.
 func refusedByFlags(err error) bool {
 	var rerr redis.Error
 	if err == nil || !errors.As(err, &rerr) {
 		return false
 	}
 	msg := err.Error()
-	return strings.HasPrefix(msg, "OOM ") || strings.HasPrefix(msg, "NOREPLICAS ")
+	for _, p := range []string{"OOM ", "NOREPLICAS ", "MISCONF ", "READONLY "} {
+		if strings.HasPrefix(msg, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // isNoFunction reports whether err is FCALL's answer for a function the

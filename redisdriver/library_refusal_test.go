@@ -236,3 +236,70 @@ func TestLibraryNameCoversFlags(t *testing.T) {
 		t.Fatalf("function names %q and %q", s1.fn, s2.fn)
 	}
 }
+
+// With writes stopped for a failed background save (MISCONF), a call that
+// writes nothing answers as the scripts did: functions, none of them
+// no-writes, are refused whole then, and go again as scripts.
+func TestWritesStoppedAnswersAsScriptsDo(t *testing.T) {
+	for _, m := range codeModes {
+		t.Run(m.name, func(t *testing.T) {
+			// A save into a directory nobody can write to fails.
+			srv := redistest.Start(t, redistest.WithArgs("--save", "3600 1", "--dir", "/proc"))
+			rdb := srv.Client(t)
+			d := newDriver(t, rdb, m.opts...)
+			ctx := context.Background()
+			mustAcquire(t, d, "busy", "a")
+			if err := rdb.BgSave(ctx).Err(); err != nil {
+				t.Fatal(err)
+			}
+			eventually(t, 5*time.Second, "a failed background save", func() bool {
+				return strings.Contains(rdb.Info(ctx, "persistence").Val(), "rdb_last_bgsave_status:err")
+			})
+			if err := rdb.Set(ctx, "probe", "x", 0).Err(); err == nil || !strings.HasPrefix(err.Error(), "MISCONF") {
+				t.Fatalf("a write: %v, want MISCONF", err)
+			}
+			if res, err := d.Acquire(ctx, driver.AcquireRequest{Key: "busy", ID: "z", TTL: time.Minute}); err != nil || res.Acquired {
+				t.Errorf("acquire of a held name: %+v, %v; want busy", res, err)
+			}
+			if got := release(t, d, "busy", "nobody"); got != driver.NotHeld {
+				t.Errorf("release by a non-holder: %v, want NotHeld", got)
+			}
+			if _, _, err := d.InspectQueue(ctx, "busy"); err != nil {
+				t.Errorf("InspectQueue: %v", err)
+			}
+		})
+	}
+}
+
+// Calls that find the library missing together load it once.
+func TestConcurrentMissesLoadOnce(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	d := newDriver(t, rdb)
+	ctx := context.Background()
+	mustAcquire(t, d, "warm", "w")
+	if err := rdb.FunctionFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	before := commandStats(t, rdb)
+	const n = 64
+	errs := make(chan error, n)
+	for i := range n {
+		go func() {
+			res, err := d.Acquire(ctx, driver.AcquireRequest{Key: fmt.Sprint("k", i), ID: "a", TTL: time.Minute})
+			if err == nil && !res.Acquired {
+				err = fmt.Errorf("k%d not acquired", i)
+			}
+			errs <- err
+		}()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := callsSince(t, rdb, before)
+	if got["function|load"] != 1 || got["evalsha"]+got["eval"] != 0 || d.noFunctions.Load() {
+		t.Fatalf("calls %v; want one FUNCTION LOAD and no script", got)
+	}
+}
