@@ -49,7 +49,10 @@
 // chooses that from the start. A refusal that passes (memory full, a flush
 // or a failover racing the load) sends only the call at hand as a script.
 // The release and renewal functions carry the allow-oom flag, so they run
-// when memory is full; the others are refused whole then, and the driver
-// sends such a call as a script, which answers as it always did (a held
-// name is busy; taking a free one fails at its first write).
+// when memory is full; the others are refused whole then, as every
+// function is when writes are stopped (MISCONF, too few replicas, a
+// read-only replica), and the driver sends such a call as a script, which
+// answers as it always did (a held name is busy; taking a free one fails
+// at its first write). Calls that find the library missing together load
+// it once.
 package redisdriver
