@@ -25,8 +25,10 @@ import (
 // The library's name carries a hash of all its code, so that two versions
 // of the driver on one server each find their own, and a changed script is
 // never confused with an old one. Each version leaves its library on the
-// server (a few tens of kilobytes), as EVALSHA leaves its scripts in the
-// script cache; FUNCTION DELETE removes one no longer in use.
+// server (about 120 KB of its memory on Redis 7.0: INFO memory's
+// used_memory_vm_functions and used_memory_functions grow by 78 and 42 KB),
+// as EVALSHA leaves its scripts in the script cache; FUNCTION DELETE
+// removes one no longer in use.
 //
 // Where the server refuses functions (before Redis 7, an ACL that allows
 // EVALSHA but not FCALL or FUNCTION LOAD, a proxy that refuses them) the

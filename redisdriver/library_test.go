@@ -216,3 +216,31 @@ func TestClusterMastersLoadTheLibrary(t *testing.T) {
 		t.Fatalf("after lone releases: %d libraries, functions given up: %v", n, d.noFunctions.Load())
 	}
 }
+
+// On a Ring the library is loaded on every shard, so calls on keys of
+// either shard run as functions.
+func TestRingShardsLoadTheLibrary(t *testing.T) {
+	a, b := redistest.Start(t), redistest.Start(t)
+	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": a.Addr(), "b": b.Addr()}})
+	t.Cleanup(func() { _ = ring.Close() })
+	d := newDriver(t, ring)
+	ctx := context.Background()
+	for i := range 20 {
+		k := fmt.Sprint("k", i)
+		mustAcquire(t, d, k, "a")
+		mustRelease(t, d, k, "a")
+	}
+	for name, s := range map[string]*redistest.Server{"a": a, "b": b} {
+		libs, err := s.Client(t).FunctionList(ctx, redis.FunctionListQuery{}).Result()
+		if err != nil || len(libs) != 1 {
+			t.Fatalf("shard %s: libraries %v, %v; want the driver's", name, libs, err)
+		}
+		st := commandStats(t, s.Client(t))
+		if st["fcall"].calls == 0 || st["evalsha"].calls+st["eval"].calls != 0 {
+			t.Fatalf("shard %s: %d FCALL, %d scripts; want functions only", name, st["fcall"].calls, st["evalsha"].calls+st["eval"].calls)
+		}
+	}
+	if d.noFunctions.Load() {
+		t.Fatal("the driver gave up functions")
+	}
+}
