@@ -174,6 +174,11 @@ func TestClassicWorkOutlivesTTL(t *testing.T) {
 	})
 
 	t.Run("dlock watchdog keeps B out", func(t *testing.T) {
+		// A longer TTL than the naive lock's, so that a renewal delayed by
+		// a loaded machine (they come every TTL/3) cannot end A's lease;
+		// the work still outlives it three times.
+		const ttl = 600 * time.Millisecond
+		const work = 3 * ttl
 		a, b := newLocker(t, srv.Addr()), newLocker(t, srv.Addr())
 		la, err := a.TryLock(ctx, "dlock:slow", dlock.WithTTL(ttl))
 		if err != nil {

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -22,7 +23,10 @@ import (
 // to load the scheduler: whenever the rival holds the lock, the old lease's
 // Err and Context().Err() must already report it lost. Done is closed by a
 // goroutine, so it can only be as prompt as the scheduler; its lateness is
-// logged, not asserted.
+// logged, not asserted. A grant whose reply takes longer than the 16 ms
+// validity (three times in a row: Lock retries) is refused, rightly; on a
+// loaded machine that happens, so such a round is skipped and counted, and
+// most rounds must still complete.
 func TestHandOverNeverOverlapsReportedHolds(t *testing.T) {
 	srv := redistest.Start(t)
 	a, b := newLocker(t, srv.Addr()), newLocker(t, srv.Addr())
@@ -35,6 +39,8 @@ func TestHandOverNeverOverlapsReportedHolds(t *testing.T) {
 	var (
 		mu       sync.Mutex
 		overlaps int
+		done     int
+		tooSlow  int
 		lateDone time.Duration
 		wg       sync.WaitGroup
 	)
@@ -46,11 +52,23 @@ func TestHandOverNeverOverlapsReportedHolds(t *testing.T) {
 			defer wg.Done()
 			for range rounds {
 				old, err := a.Lock(ctx, key, dlock.WithTTL(ttl), dlock.WithoutWatchdog())
+				if slowGrant(err) {
+					mu.Lock()
+					tooSlow++
+					mu.Unlock()
+					continue
+				}
 				if err != nil {
 					errs <- err
 					return
 				}
 				rival, err := b.Lock(ctx, key, dlock.WithTTL(ttl), dlock.WithoutWatchdog())
+				if slowGrant(err) {
+					mu.Lock()
+					tooSlow++
+					mu.Unlock()
+					continue
+				}
 				if err != nil {
 					errs <- err
 					return
@@ -68,6 +86,7 @@ func TestHandOverNeverOverlapsReportedHolds(t *testing.T) {
 				if held {
 					overlaps++
 				}
+				done++
 				lateDone = max(lateDone, late)
 				mu.Unlock()
 			}
@@ -78,10 +97,20 @@ func TestHandOverNeverOverlapsReportedHolds(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
-	t.Logf("%d hand-overs; Done still open when the rival held the lock: at most %v past the deadline", keys*rounds, lateDone)
+	t.Logf("%d hand-overs (%d rounds skipped: a grant too slow for the TTL); Done still open when the rival held the lock: at most %v past the deadline",
+		done, tooSlow, lateDone)
 	if overlaps > 0 {
-		t.Fatalf("%d of %d hand-overs: the rival held the lock while the old lease reported itself held", overlaps, keys*rounds)
+		t.Fatalf("%d of %d hand-overs: the rival held the lock while the old lease reported itself held", overlaps, done)
 	}
+	if done < keys*rounds/2 {
+		t.Fatalf("only %d of %d hand-overs completed (%d grants too slow): too few to judge", done, keys*rounds, tooSlow)
+	}
+}
+
+// slowGrant reports whether err is Lock refusing a grant whose reply came
+// after the lease's validity deadline.
+func slowGrant(err error) bool {
+	return errors.Is(err, dlock.ErrBackend) && strings.Contains(err.Error(), "after the lease's validity deadline")
 }
 
 // The README's client: no ContextTimeoutEnabled, so go-redis ignores
