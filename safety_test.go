@@ -166,7 +166,7 @@ func TestBlockingLoggerDoesNotFreezeExpiry(t *testing.T) {
 	a := newLocker(t, srv.Addr(), dlock.WithLogger(slog.New(bh)))
 	b := newLocker(t, srv.Addr())
 	ctx := ctxTimeout(t, 30*time.Second)
-	const ttl = 50 * time.Millisecond
+	const ttl = 100 * time.Millisecond
 	first, err := a.TryLock(ctx, "first", dlock.WithTTL(ttl), dlock.WithoutWatchdog())
 	if err != nil {
 		t.Fatal(err)

@@ -120,7 +120,9 @@ func TestCloseEndsLeasesBeforeWaitingForRenewals(t *testing.T) {
 	g := newGate("renew")
 	drv.SetFault(g.fault)
 	e := newTestEngine(t, drv)
-	const ttl = 60 * time.Millisecond
+	// Long enough that the lease cannot reach its deadline (and end as
+	// lost) before Close ends it, however loaded the machine.
+	const ttl = 600 * time.Millisecond
 	h, err := e.TryAcquire(context.Background(), req("k", ttl), true)
 	if err != nil {
 		t.Fatal(err)
