@@ -2,8 +2,11 @@ package election
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
+
+	"github.com/dlockio/dlock"
 )
 
 // Leader is who leads, as the store says.
@@ -38,26 +41,38 @@ func (e *Election) Leader(ctx context.Context) (leader Leader, ok bool, err erro
 // The channel holds the latest value only: a reader that falls behind
 // skips stale values, and nothing ever waits for it. Store errors are
 // retried at the next poll; the last value stands meanwhile. A nil ctx is
-// ErrInvalidArgument, and no channel.
+// ErrInvalidArgument, and no channel. Observe reads the leader once before
+// it returns, so that a driver that cannot tell (dlock.ErrUnsupported) is
+// an error, not a channel that never delivers.
 func (e *Election) Observe(ctx context.Context) (<-chan Leader, error) {
 	if ctx == nil {
 		return nil, fmt.Errorf("%w: nil context", ErrInvalidArgument)
 	}
-	out := make(chan Leader, 1)
+	// The kick is registered before the first read, so that a campaign of
+	// this Election right after that read is not missed until a poll.
 	kick := make(chan struct{}, 1)
 	e.mu.Lock()
 	e.kicks[kick] = struct{}{}
 	e.mu.Unlock()
+	stopKicks := func() {
+		e.mu.Lock()
+		delete(e.kicks, kick)
+		e.mu.Unlock()
+	}
+	l, _, err := e.Leader(ctx)
+	if errors.Is(err, dlock.ErrUnsupported) {
+		stopKicks()
+		return nil, err
+	}
+	out := make(chan Leader, 1)
+	if err == nil {
+		out <- l
+	}
 	go func() {
 		defer close(out)
-		defer func() {
-			e.mu.Lock()
-			delete(e.kicks, kick)
-			e.mu.Unlock()
-		}()
-		var last Leader
-		first := true
-		t := time.NewTimer(0)
+		defer stopKicks()
+		last, first := l, err != nil // first: nothing delivered yet
+		t := time.NewTimer(e.cfg.poll)
 		defer t.Stop()
 		for {
 			select {

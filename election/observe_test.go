@@ -2,10 +2,14 @@ package election_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
+	"github.com/dlockio/dlock"
+	"github.com/dlockio/dlock/driver"
 	"github.com/dlockio/dlock/election"
+	"github.com/dlockio/dlock/memdriver"
 )
 
 // Observe reports the current leader first, then each change: a local
@@ -78,5 +82,24 @@ func TestObserve(t *testing.T) {
 		case <-deadline:
 			t.Fatalf("latest term %d not observed", lb.Term())
 		}
+	}
+}
+
+// noOperator hides the in-memory driver's operator functions (Inspect):
+// a driver on which nobody can tell who leads.
+type noOperator struct{ driver.Driver }
+
+// On a driver without operator functions Observe is ErrUnsupported, as
+// Leader is. Before, it returned a channel that never delivered, not even
+// while this process led: every failed read was retried as a store error.
+func TestObserveUnsupported(t *testing.T) {
+	e := newElection(t, client(t, noOperator{memdriver.New()}), "a")
+	ctx := ctxTimeout(t, 10*time.Second)
+	if _, _, err := e.Leader(ctx); !errors.Is(err, dlock.ErrUnsupported) {
+		t.Fatalf("Leader: %v, want ErrUnsupported", err)
+	}
+	ch, err := e.Observe(ctx)
+	if !errors.Is(err, dlock.ErrUnsupported) || ch != nil {
+		t.Fatalf("Observe: channel %v, err %v; want no channel and ErrUnsupported", ch, err)
 	}
 }
