@@ -12,6 +12,7 @@ package dlock
 import (
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"sync"
 	"time"
@@ -69,6 +70,10 @@ func New(drv driver.Driver, opts ...Option) (*Client, error) {
 	if cfg.ttl < e.MinTTL() {
 		_ = e.Close()
 		return nil, fmt.Errorf("%w: default TTL %v is below the minimum %v", ErrInvalidTTL, cfg.ttl, e.MinTTL())
+	}
+	if _, ok := roundTTL(cfg.ttl, e.Capabilities().TTLUnit); !ok {
+		_ = e.Close()
+		return nil, fmt.Errorf("%w: default TTL %v is too long for the store's unit %v", ErrInvalidTTL, cfg.ttl, e.Capabilities().TTLUnit)
 	}
 	host, _ := os.Hostname()
 	return &Client{drv: drv, caps: e.Capabilities(), e: e, cfg: cfg, host: host, pid: os.Getpid()}, nil
@@ -156,11 +161,11 @@ func (c *Client) prepare(ctx context.Context, key string, opts []LockOption) (dr
 	if lc.ttl < c.e.MinTTL() {
 		return driver.AcquireRequest{}, lc, fmt.Errorf("%w: %v is below the minimum %v", ErrInvalidTTL, lc.ttl, c.e.MinTTL())
 	}
-	// Round up to the store's unit, so that the TTL the store applies is
-	// exactly the one the validity deadline assumes.
-	if u := c.caps.TTLUnit; lc.ttl%u != 0 {
-		lc.ttl += u - lc.ttl%u
+	ttl, ok := roundTTL(lc.ttl, c.caps.TTLUnit)
+	if !ok {
+		return driver.AcquireRequest{}, lc, fmt.Errorf("%w: %v is too long for the store's unit %v", ErrInvalidTTL, lc.ttl, c.caps.TTLUnit)
 	}
+	lc.ttl = ttl
 	meta := c.cfg.meta
 	if lc.meta != nil {
 		meta = *lc.meta
@@ -170,6 +175,22 @@ func (c *Client) prepare(ctx context.Context, key string, opts []LockOption) (dr
 		TTL:   lc.ttl,
 		Owner: driver.Owner{Host: c.host, PID: c.pid, Meta: meta},
 	}, lc, nil
+}
+
+// roundTTL rounds ttl up to the store's unit, so that the TTL the store
+// applies is exactly the one the validity deadline assumes. ok is false
+// when the rounded TTL would not fit a time.Duration (a TTL within a unit
+// of 292 years: math.MaxInt64 meant as "forever" wrapped to a negative
+// TTL before).
+func roundTTL(ttl, unit time.Duration) (rounded time.Duration, ok bool) {
+	r := ttl % unit
+	if r == 0 {
+		return ttl, true
+	}
+	if ttl > math.MaxInt64-(unit-r) {
+		return 0, false
+	}
+	return ttl + unit - r, true
 }
 
 // CheckKey reports whether key can name a lock on this Client's store; the

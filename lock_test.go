@@ -3,6 +3,7 @@ package dlock_test
 import (
 	"context"
 	"errors"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -98,6 +99,10 @@ func TestInvalidInput(t *testing.T) {
 		{"leading brace", "}x", nil, dlock.ErrInvalidKey},
 		{"tiny ttl", "k", []dlock.LockOption{dlock.WithTTL(time.Millisecond)}, dlock.ErrInvalidTTL},
 		{"negative ttl", "k", []dlock.LockOption{dlock.WithTTL(-time.Second)}, dlock.ErrInvalidTTL},
+		// "Forever": rounded up to whole milliseconds it would wrap to a
+		// negative TTL, which the driver refused as a mere bad argument.
+		{"ttl that cannot be rounded", "k", []dlock.LockOption{dlock.WithTTL(math.MaxInt64)}, dlock.ErrInvalidTTL},
+		{"fair ttl that cannot be rounded", "k", []dlock.LockOption{dlock.WithTTL(math.MaxInt64), dlock.WithFIFO()}, dlock.ErrInvalidTTL},
 		{"nil option", "k", []dlock.LockOption{nil}, dlock.ErrInvalidArgument},
 		{"huge meta", "k", []dlock.LockOption{dlock.WithMeta(strings.Repeat("m", dlock.MaxMetaLen+1))}, dlock.ErrInvalidArgument},
 	}
@@ -122,8 +127,22 @@ func TestInvalidInput(t *testing.T) {
 	if _, err := dlock.New(mustDriver(t, srv), dlock.WithDefaultTTL(0)); !errors.Is(err, dlock.ErrInvalidTTL) {
 		t.Errorf("zero default ttl: %v", err)
 	}
+	if _, err := dlock.New(mustDriver(t, srv), dlock.WithDefaultTTL(math.MaxInt64)); !errors.Is(err, dlock.ErrInvalidTTL) {
+		t.Errorf("default ttl that cannot be rounded: %v", err)
+	}
+	if _, err := c.TryLockAll(ctx, []string{"a", "b"}, dlock.WithTTL(math.MaxInt64)); !errors.Is(err, dlock.ErrInvalidTTL) {
+		t.Errorf("multi-lock ttl that cannot be rounded: %v", err)
+	}
 	if n := srv.Client(t).DBSize(ctx).Val(); n != 0 {
 		t.Errorf("invalid calls wrote %d keys", n)
+	}
+	// The longest TTL that rounds still works.
+	long, err := c.TryLock(ctx, "long", dlock.WithTTL(math.MaxInt64/time.Millisecond*time.Millisecond))
+	if err != nil {
+		t.Fatalf("the longest TTL: %v", err)
+	}
+	if err := long.Unlock(ctx); err != nil {
+		t.Fatal(err)
 	}
 }
 
