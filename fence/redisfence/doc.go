@@ -16,7 +16,9 @@
 //
 // The two forms cannot collide: one continues "dlock:fence" with '{', the
 // other with ':'. A key without a hash tag that contains '}' cannot be
-// placed so and is refused (dlock.ErrInvalidKey).
+// placed so and is refused (dlock.ErrInvalidKey), as is a data key that
+// begins with "dlock:fence", the marks' namespace: it could be another
+// key's mark.
 //
 // The mark has no expiry, and Del keeps it: a stale holder must not be able
 // to bring deleted data back. It costs one small key per fenced data key;

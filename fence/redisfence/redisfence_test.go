@@ -218,6 +218,30 @@ func TestFenceKeySlots(t *testing.T) {
 	}
 }
 
+// A data key in the marks' namespace is refused: written through the
+// guard, "dlock:fence{order:42}" would overwrite order:42's mark (its own
+// mark is elsewhere) and let a stale token in.
+func TestDataKeyInMarkNamespaceRefused(t *testing.T) {
+	f, rdb := newFenced(t)
+	ctx := testCtx(t)
+	if err := f.Set(ctx, "order:42", 100, "v", 0); err != nil {
+		t.Fatal(err)
+	}
+	mark, err := redisfence.FenceKey("order:42")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{mark, "dlock:fence:user:{7}:p", "dlock:fence"} {
+		if err := f.Set(ctx, k, 1, "1", 0); !errors.Is(err, dlock.ErrInvalidKey) {
+			t.Errorf("Set of %q: %v, want ErrInvalidKey", k, err)
+		}
+	}
+	wantStale(t, f.Set(ctx, "order:42", 50, "stale", 0), "order:42", 50, 100)
+	if v := rdb.Get(ctx, "order:42").Val(); v != "v" {
+		t.Errorf("order:42 = %q after a stale write, want v", v)
+	}
+}
+
 // TestCluster: fenced writes run on a three-node Cluster (one script per
 // key, both keys in one slot).
 func TestCluster(t *testing.T) {
