@@ -19,7 +19,9 @@ import (
 // Observer needs no locking of its own against itself, and one that is slow
 // or blocks delays only its own events — never Lock, Unlock, a renewal, or
 // the end of a lease. The queue is bounded (32,768 events); beyond that
-// events are dropped and counted in Stats.ObserverDropped. Close delivers
+// events are dropped and counted in Stats.ObserverDropped, a lease's or a
+// waiter's start and end together, so that gauges built on the pairs stay
+// true (an end whose start was queued is queued past the bound). Close delivers
 // what is queued, waiting at most a second for an Observer that blocks.
 //
 // Embed BaseObserver to implement only the methods you need.

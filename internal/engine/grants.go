@@ -101,8 +101,9 @@ func (qw *queueWaits) register(id string) chan driver.Grant {
 	return ch
 }
 
-// waiting counts a call that starts or stops waiting in key's queue.
-func (qw *queueWaits) waiting(kind driver.Kind, key string, started bool) {
+// waiting counts a call that starts or stops waiting in key's queue; see
+// Engine.waitChanged for observed and the result.
+func (qw *queueWaits) waiting(kind driver.Kind, key string, started, observed bool) bool {
 	d := -1
 	if started {
 		d = 1
@@ -114,7 +115,7 @@ func (qw *queueWaits) waiting(kind driver.Kind, key string, started bool) {
 		qw.queued[key] = n
 	}
 	qw.mu.Unlock()
-	qw.e.waitChanged(kind, key, started)
+	return qw.e.waitChanged(kind, key, started, observed)
 }
 
 func (qw *queueWaits) unregister(id string) {

@@ -46,6 +46,9 @@ type Hold struct {
 	unlockDone bool  // Release gave a definitive answer
 	unlockErr  error // that answer
 	unlock     unlockTurn
+	// The pairing of the hold's start and end events (observe.go): its
+	// start was dropped (the queue was full), or its end was queued.
+	startDropped, endQueued bool
 }
 
 // Key returns the lock's name.

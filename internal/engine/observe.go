@@ -190,8 +190,39 @@ func (e *Engine) doneAcquire(ctx context.Context, op acquireOp, a Attempt, h *Ho
 	}
 	if h != nil {
 		ev.token = h.token
+		e.pushStart(h, ev)
+		return
 	}
 	e.obs.push(ev)
+}
+
+// Every lease starts and ends once in the events (its acquisition; its
+// release with WasHeld, or its loss), and gauges of leases held are built
+// on the pairs. When the queue is full both events of a pair are dropped,
+// never one: pushStart remembers a dropped start, and pushEnd drops the
+// end of such a lease and queues every other end whatever the queue's
+// length.
+
+// pushStart queues ev, the start of h's hold. An end queued already (the
+// lease ended before its acquisition was recorded) has it queued in any
+// case.
+func (e *Engine) pushStart(h *Hold, ev event) {
+	h.mu.Lock()
+	if !e.obs.add(ev, h.endQueued) {
+		h.startDropped = true
+	}
+	h.mu.Unlock()
+}
+
+// pushEnd queues ev, the end of h's hold, unless its start was dropped.
+func (e *Engine) pushEnd(h *Hold, ev event) {
+	h.mu.Lock()
+	if h.startDropped {
+		e.obs.dropEnd()
+	} else {
+		h.endQueued = e.obs.pushEnd(ev)
+	}
+	h.mu.Unlock()
 }
 
 func acquireResult(ctx context.Context, h *Hold, err error) string {
@@ -251,8 +282,13 @@ func (e *Engine) releaseResult(ctx context.Context, h *Hold, start time.Time, er
 		result = ResultError // a nil ctx too: an invalid call
 	}
 	if e.obs != nil {
-		e.obs.push(event{typ: evRelease, ctx: ctx, kind: h.kind, key: h.key, what: result,
-			start: start, d1: start.Sub(h.acquired), d2: e.now().Sub(start), err: err, started: h.endedByRelease()})
+		ev := event{typ: evRelease, ctx: ctx, kind: h.kind, key: h.key, what: result,
+			start: start, d1: start.Sub(h.acquired), d2: e.now().Sub(start), err: err, started: h.endedByRelease()}
+		if ev.started {
+			e.pushEnd(h, ev)
+		} else {
+			e.obs.push(ev)
+		}
 	}
 	return result
 }
@@ -283,7 +319,7 @@ func (h *Hold) lose(why string) bool {
 
 func (e *Engine) lostEvent(h *Hold, why string) {
 	if e.obs != nil && h.kind != driver.KindWaiter {
-		e.obs.push(event{typ: evLost, kind: h.kind, key: h.key, token: h.token, what: why,
+		e.pushEnd(h, event{typ: evLost, kind: h.kind, key: h.key, token: h.token, what: why,
 			d1: e.now().Sub(h.acquired)})
 	}
 }
@@ -306,22 +342,36 @@ func (e *Engine) renewed(res renewal, now time.Time) {
 	}
 }
 
-// waiting records a plain waiter joining (started) or leaving key's queue.
-func (e *Engine) waiting(a Attempt, started bool) { e.waitChanged(a.Kind, a.Key, started) }
+// waiting records a plain waiter joining (started) or leaving key's queue;
+// see waitChanged.
+func (e *Engine) waiting(a Attempt, started, observed bool) bool {
+	return e.waitChanged(a.Kind, a.Key, started, observed)
+}
 
 // waitChanged counts a waiter of either kind (plain, or queued in the
 // store) that starts or stops waiting, and tells the observer, with this
-// engine's waiters for key after the change.
-func (e *Engine) waitChanged(kind driver.Kind, key string, started bool) {
+// engine's waiters for key after the change. The start reports whether
+// its event was queued; the end is given that answer (observed), and is
+// dropped when the start was, as a lease's end is (pushEnd): gauges of
+// waiters are built on the pairs.
+func (e *Engine) waitChanged(kind driver.Kind, key string, started, observed bool) bool {
 	d := int64(-1)
 	if started {
 		d = 1
 	}
 	n := e.stats.waiters.Add(d)
 	if e.obs == nil {
-		return
+		return false
 	}
-	e.obs.push(event{typ: evWait, kind: kind, key: key, started: started, n1: e.waitDepth(key), n2: int(n)})
+	ev := event{typ: evWait, kind: kind, key: key, started: started, n1: e.waitDepth(key), n2: int(n)}
+	switch {
+	case started:
+		return e.obs.push(ev)
+	case observed:
+		return e.obs.pushEnd(ev)
+	}
+	e.obs.dropEnd()
+	return false
 }
 
 // waitDepth is how many of this engine's calls wait for key now, of both
@@ -359,7 +409,7 @@ func (e *Engine) backendError(op string, kind driver.Kind, key string, err error
 func (e *Engine) partAcquired(ctx context.Context, h *Hold, sent time.Time) {
 	e.stats.acquired.Add(1)
 	if e.obs != nil {
-		e.obs.push(event{typ: evAcquire, ctx: ctx, kind: h.kind, key: h.key, what: ResultAcquired,
+		e.pushStart(h, event{typ: evAcquire, ctx: ctx, kind: h.kind, key: h.key, what: ResultAcquired,
 			start: sent, d1: e.now().Sub(sent), n1: 1, token: h.token})
 	}
 }

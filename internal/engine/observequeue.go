@@ -84,15 +84,32 @@ func newObserverQueue(o Observer) *observerQueue {
 	return q
 }
 
-// push queues ev; it never blocks.
-func (q *observerQueue) push(ev event) {
+// push queues ev, reporting whether it did; it never blocks. Beyond
+// maxQueuedEvents it drops ev and counts it.
+func (q *observerQueue) push(ev event) bool { return q.add(ev, false) }
+
+// pushEnd queues the end of something whose start event was queued: a
+// lease's release or loss, a waiter leaving. It is queued beyond
+// maxQueuedEvents: dropped, it would leave every gauge built on the pairs
+// (leases held, waiters) off for good, where dropping both start and end
+// only loses history. The queue stays bounded: no start is queued while
+// it is full, so the ends beyond it are at most one per lease or waiter
+// alive, which the engine holds in memory anyway.
+func (q *observerQueue) pushEnd(ev event) bool { return q.add(ev, true) }
+
+// dropEnd counts the end of something whose start was dropped: it is
+// dropped too, so that the pair is missing whole.
+func (q *observerQueue) dropEnd() { q.dropped.Add(1) }
+
+func (q *observerQueue) add(ev event, end bool) bool {
 	q.mu.Lock()
-	wake, full := false, false
+	wake, full, queued := false, false, false
 	switch {
 	case q.closed:
-	case len(q.buf) >= maxQueuedEvents:
+	case len(q.buf) >= maxQueuedEvents && !end:
 		q.dropped.Add(1)
 	default:
+		queued = true
 		wake = len(q.buf) == 0
 		q.buf = append(q.buf, ev)
 		full = len(q.buf) == observerFlushAt
@@ -104,6 +121,7 @@ func (q *observerQueue) push(ev event) {
 	case full:
 		signal(q.full)
 	}
+	return queued
 }
 
 func (q *observerQueue) run() {

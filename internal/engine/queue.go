@@ -115,10 +115,10 @@ func (e *Engine) acquireQueued(ctx context.Context, req driver.QueueRequest, ren
 			w.end(errWaitOver)
 		}
 	}()
-	counted := false // in Stats.Waiters, from its first place in the queue
+	counted, observed := false, false // in Stats.Waiters, from its first place in the queue; its event queued
 	defer func() {
 		if counted {
-			e.queue.waiting(kind, req.Key, false)
+			e.queue.waiting(kind, req.Key, false, observed)
 		}
 	}()
 	slow := 0
@@ -166,7 +166,7 @@ func (e *Engine) acquireQueued(ctx context.Context, req driver.QueueRequest, ren
 		}
 		if !counted {
 			counted = true
-			e.queue.waiting(kind, req.Key, true)
+			observed = e.queue.waiting(kind, req.Key, true, false)
 		}
 		if !subscribed {
 			subscribed = true

@@ -69,8 +69,8 @@ func (e *Engine) wait(ctx context.Context, a Attempt, renew bool) (*Hold, error)
 	if err != nil {
 		return nil, err
 	}
-	e.waiting(a, true)
-	defer e.waiting(a, false) // after leave: the depth it reports is the queue's without w
+	observed := e.waiting(a, true, false)
+	defer func() { e.waiting(a, false, observed) }() // after leave: the depth it reports is the queue's without w
 	defer e.waits.leave(a.Key, w)
 	timer := time.NewTimer(0)
 	defer timer.Stop()
