@@ -54,7 +54,7 @@ func (e *env) checkInfo(info driver.LockInfo, l lease, ttl time.Duration) {
 }
 
 // testList: List returns exactly the held locks under a prefix, taking
-// the prefix literally (no glob or pattern characters).
+// the prefix literally (no glob or pattern characters) and as bytes.
 func testList(t *testing.T, h Harness) {
 	e := newEnv(t, h)
 	in := e.inspector()
@@ -63,6 +63,7 @@ func testList(t *testing.T, h Harness) {
 	a := e.acquire(p+"a", ttl)
 	b := e.acquire(p+"b", ttl)
 	glob := e.acquire(p+"[x]*", ttl)
+	bin := e.acquire(p+"\xffz", ttl) // not UTF-8: names are bytes
 	other := e.acquire(e.key("q"), ttl)
 	e.releaseOne(e.acquire(p+"gone", ttl), driver.Released)
 	e.acquire(e.key("p"), ttl) // the prefix without its slash: not under it
@@ -71,8 +72,9 @@ func testList(t *testing.T, h Harness) {
 		prefix string
 		want   []lease
 	}{
-		{p, []lease{a, b, glob}},
+		{p, []lease{a, b, glob, bin}},
 		{p + "[", []lease{glob}},
+		{p + "\xff", []lease{bin}},
 		{p + "*", nil},
 		{e.key("q"), []lease{other}},
 		{e.key("nothing/"), nil},

@@ -76,12 +76,14 @@ func (d *Driver) List(ctx context.Context, prefix string) ([]driver.LockInfo, er
 }
 
 func escapeGlob(s string) string {
+	// Byte by byte: names are bytes, and ranging over runes would turn a
+	// byte that is not UTF-8 into U+FFFD, which matches nothing stored.
 	var b strings.Builder
-	for _, r := range s {
-		if strings.ContainsRune(`*?[]\`, r) {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; strings.IndexByte(`*?[]\`, c) >= 0 {
 			b.WriteByte('\\')
 		}
-		b.WriteRune(r)
+		b.WriteByte(s[i])
 	}
 	return b.String()
 }
