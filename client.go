@@ -115,6 +115,10 @@ func (c *Client) lock(ctx context.Context, key string, opts []LockOption, try bo
 	if err := c.refuseNested(ctx, key, modeExclusive); err != nil {
 		return nil, err
 	}
+	if lc.fifo == fifoOn && !c.e.SupportsQueue() {
+		// Before reenter: a nested call's options are checked too.
+		return nil, fmt.Errorf("%w: FIFO lock of %q: the driver has no queued leases", ErrUnsupported, key)
+	}
 	head := marks(ctx)
 	if l, ok, err := c.reenter(ctx, head, key, lc); ok {
 		return l, err

@@ -371,7 +371,9 @@ func waitWaitersMem(t *testing.T, d *memdriver.Driver, key string, n int) {
 	waitWaiters(t, d, key, n)
 }
 
-// A driver without queued leases refuses WithFIFO with ErrUnsupported.
+// A driver without queued leases refuses WithFIFO with ErrUnsupported,
+// also in a nested call (whose options are checked, though they do not
+// change the hold); before, the nested call succeeded.
 func TestFairLockUnsupported(t *testing.T) {
 	c, err := dlock.New(plainOnly{memdriver.New()}, dlock.WithLogger(quietLogger()))
 	if err != nil {
@@ -383,6 +385,16 @@ func TestFairLockUnsupported(t *testing.T) {
 	}
 	if _, err := c.TryLock(context.Background(), "k", dlock.WithFIFO()); !errors.Is(err, dlock.ErrUnsupported) {
 		t.Fatalf("TryLock WithFIFO on a driver without queues: %v, want ErrUnsupported", err)
+	}
+	outer, err := c.Lock(context.Background(), "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer outer.Unlock(context.Background())
+	for name, call := range map[string]func(context.Context, string, ...dlock.LockOption) (*dlock.Lease, error){"Lock": c.Lock, "TryLock": c.TryLock} {
+		if l, err := call(outer.Context(), "k", dlock.WithFIFO()); l != nil || !errors.Is(err, dlock.ErrUnsupported) {
+			t.Errorf("nested %s WithFIFO on a driver without queues: lease %v, err %v; want ErrUnsupported", name, l, err)
+		}
 	}
 }
 

@@ -201,6 +201,7 @@ func (d *Driver) Close() error {
 		ctx, cancel := context.WithTimeout(context.Background(), d.timeout)
 		defer cancel()
 		d.leases.revokeAll(ctx)
+		d.markers.revoke(ctx)
 		if d.ownsClient {
 			d.closeErr = d.cli.Close()
 		}

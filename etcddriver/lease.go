@@ -255,23 +255,74 @@ type markerLease struct {
 	mu      sync.Mutex
 	id      clientv3.LeaseID
 	granted time.Time
+	// granting is closed when the Grant in flight ends; nil when none is.
+	// Other callers wait for it under their own ctx, not under mu: a
+	// Grant stalled on a frozen store must not hold every release past
+	// its caller's ctx.
+	granting chan struct{}
+	closed   bool
 }
 
 // get returns a lease with at least markerTTL/2 seconds left, or 0 if
-// none could be granted (releases then go without markers).
+// none could be granted before ctx ended (releases then go without
+// markers).
 func (m *markerLease) get(ctx context.Context) clientv3.LeaseID {
+	for {
+		m.mu.Lock()
+		if m.closed {
+			m.mu.Unlock()
+			return 0
+		}
+		if m.id != 0 && time.Since(m.granted) < markerTTL*time.Second/2 {
+			id := m.id
+			m.mu.Unlock()
+			return id
+		}
+		if wait := m.granting; wait != nil {
+			m.mu.Unlock()
+			select {
+			case <-wait:
+				continue // granted, or failed: then this call tries itself
+			case <-ctx.Done():
+				return 0
+			}
+		}
+		done := make(chan struct{})
+		m.granting = done
+		m.mu.Unlock()
+		sent := time.Now()
+		resp, err := m.cli.Grant(ctx, markerTTL)
+		m.mu.Lock()
+		m.granting = nil
+		closed := m.closed
+		if err == nil && !closed {
+			m.id, m.granted = resp.ID, sent
+		}
+		m.mu.Unlock()
+		close(done)
+		switch {
+		case err != nil:
+			return 0
+		case closed: // Close came during the Grant: its lease is not to outlive the driver
+			_, _ = m.cli.Revoke(ctx, resp.ID)
+			return 0
+		}
+		return resp.ID
+	}
+}
+
+// revoke revokes the current marker lease, deleting the markers on it, and
+// makes later gets return 0. Only Close calls it: after it no release of
+// this driver can be retried, so the markers have nothing left to answer.
+func (m *markerLease) revoke(ctx context.Context) {
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.id != 0 && time.Since(m.granted) < markerTTL*time.Second/2 {
-		return m.id
+	m.closed = true
+	id := m.id
+	m.id = 0
+	m.mu.Unlock()
+	if id != 0 {
+		_, _ = m.cli.Revoke(ctx, id)
 	}
-	sent := time.Now()
-	resp, err := m.cli.Grant(ctx, markerTTL)
-	if err != nil {
-		return 0
-	}
-	m.id, m.granted = resp.ID, sent
-	return m.id
 }
 
 // forget drops a marker lease etcd says is gone.
