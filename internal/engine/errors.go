@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -39,7 +40,11 @@ func (e *backendError) Unwrap() []error { return []error{ErrBackend, e.err} }
 
 // WrapBackend classifies a driver error: invalid arguments stay invalid
 // arguments (driver.ErrInvalid is dlock.ErrInvalidArgument), everything else
-// is a backend failure.
+// is a backend failure. Its callers have checked that the caller's ctx did
+// not end, so a context error here is a store client's own timeout or
+// cancellation (the etcd driver's request timeout, say): it keeps its text
+// but no longer matches context.DeadlineExceeded or context.Canceled,
+// which would tell the caller its own ctx ended.
 func WrapBackend(op, key string, err error) error {
 	if err == nil {
 		return nil
@@ -47,8 +52,17 @@ func WrapBackend(op, key string, err error) error {
 	if errors.Is(err, driver.ErrInvalid) {
 		return fmt.Errorf("dlock: %s %q: %w", op, key, err)
 	}
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		err = storeTimeout{err.Error()}
+	}
 	return &backendError{op: op, key: key, err: err}
 }
+
+// storeTimeout is a context error of the store client's own, not the
+// caller's: its text without its identity.
+type storeTimeout struct{ text string }
+
+func (e storeTimeout) Error() string { return "the store client's own deadline or cancellation: " + e.text }
 
 // ctxError reports a call that ended because its context did; the error
 // matches ctx.Err() (and context.Cause when it differs).
