@@ -62,7 +62,9 @@ func WrapBackend(op, key string, err error) error {
 // caller's: its text without its identity.
 type storeTimeout struct{ text string }
 
-func (e storeTimeout) Error() string { return "the store client's own deadline or cancellation: " + e.text }
+func (e storeTimeout) Error() string {
+	return "the store client's own deadline or cancellation: " + e.text
+}
 
 // ctxError reports a call that ended because its context did; the error
 // matches ctx.Err() (and context.Cause when it differs).
