@@ -62,6 +62,7 @@ const (
 	LostNotHeld  = engine.LostNotHeld  // a renewal found the lock no longer ours (expired, force-released, store restarted)
 	LostDeadline = engine.LostDeadline // the validity deadline passed without a successful renewal
 	LostClosed   = engine.LostClosed   // Client.Close ended the lease
+	LostGroup    = engine.LostGroup    // another lock of its multi-lock was lost, which ended the multi-lock and this lock with it
 )
 
 // AcquireEvent describes one Lock or TryLock call.
@@ -111,7 +112,7 @@ type LostEvent struct {
 	Primitive string
 	Key       string
 	Token     uint64
-	Reason    string        // LostNotHeld, LostDeadline or LostClosed
+	Reason    string        // LostNotHeld, LostDeadline, LostClosed or LostGroup
 	Held      time.Duration // from the acquire request that got the lock (a queued lease: from the grant's arrival) to the loss
 }
 

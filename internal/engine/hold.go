@@ -47,8 +47,10 @@ type Hold struct {
 	unlockErr  error // that answer
 	unlock     unlockTurn
 	// The pairing of the hold's start and end events (observe.go): its
-	// start was dropped (the queue was full), or its end was queued.
-	startDropped, endQueued bool
+	// start was queued, or dropped (the queue was full); its end, when it
+	// came first, waiting for the start.
+	startQueued, startDropped bool
+	endFirst                  *event
 }
 
 // Key returns the lock's name.

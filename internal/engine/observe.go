@@ -36,6 +36,7 @@ const (
 
 	LostNotHeld  = "not_held" // a renewal found the lock no longer ours
 	LostDeadline = "deadline" // the validity deadline passed without a renewal
+	LostGroup    = "group"    // another lock of its multi-lock was lost: the multi-lock ended, and this lock with it
 	LostClosed   = "closed"   // Client.Close ended the lease
 )
 
@@ -198,31 +199,44 @@ func (e *Engine) doneAcquire(ctx context.Context, op acquireOp, a Attempt, h *Ho
 
 // Every lease starts and ends once in the events (its acquisition; its
 // release with WasHeld, or its loss), and gauges of leases held are built
-// on the pairs. When the queue is full both events of a pair are dropped,
-// never one: pushStart remembers a dropped start, and pushEnd drops the
-// end of such a lease and queues every other end whatever the queue's
-// length.
+// on the pairs. The pair is delivered in order, start first, or dropped
+// whole when the queue is full: pushStart remembers a dropped start, and
+// pushEnd drops the end of such a lease and queues every other end
+// whatever the queue's length. An end that comes before its start was
+// queued (Close, or a loss, between the store's grant and the recording
+// of the acquisition) waits for it.
 
-// pushStart queues ev, the start of h's hold. An end queued already (the
-// lease ended before its acquisition was recorded) has it queued in any
-// case.
+// pushStart queues ev, the start of h's hold, and the end that waited for
+// it, if any (then the start is queued whatever the queue's length).
 func (e *Engine) pushStart(h *Hold, ev event) {
 	h.mu.Lock()
-	if !e.obs.add(ev, h.endQueued) {
-		h.startDropped = true
+	defer h.mu.Unlock()
+	end := h.endFirst
+	h.endFirst = nil
+	h.startQueued = e.obs.add(ev, end != nil)
+	h.startDropped = !h.startQueued
+	switch {
+	case end == nil:
+	case h.startQueued:
+		e.obs.pushEnd(*end)
+	default:
+		e.obs.dropEnd()
 	}
-	h.mu.Unlock()
 }
 
-// pushEnd queues ev, the end of h's hold, unless its start was dropped.
+// pushEnd queues ev, the end of h's hold, unless its start was dropped;
+// before its start, it waits for it.
 func (e *Engine) pushEnd(h *Hold, ev event) {
 	h.mu.Lock()
-	if h.startDropped {
+	defer h.mu.Unlock()
+	switch {
+	case h.startDropped:
 		e.obs.dropEnd()
-	} else {
-		h.endQueued = e.obs.pushEnd(ev)
+	case h.startQueued:
+		e.obs.pushEnd(ev)
+	default:
+		h.endFirst = &ev
 	}
-	h.mu.Unlock()
 }
 
 func acquireResult(ctx context.Context, h *Hold, err error) string {

@@ -2,11 +2,15 @@ package engine
 
 import (
 	"context"
+	"fmt"
+	"runtime"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/dlockio/dlock/driver"
+	"github.com/dlockio/dlock/memdriver"
 )
 
 // gaugeObserver keeps the gauges the metrics packages build on the events
@@ -146,5 +150,104 @@ func TestDroppedEventsKeepGaugesPaired(t *testing.T) {
 	if o.held != 0 || o.waiters != 0 || o.lowest < 0 {
 		t.Errorf("after everything ended: held gauge %d, waiters gauge %d, lowest %d over %d events (%d dropped); want 0, 0, 0",
 			o.held, o.waiters, o.lowest, o.events, e.Stats().Dropped)
+	}
+}
+
+// A multi-lock one of whose locks is lost ends the others too; each of
+// them ends once in the events (Lost, reason group), so the held gauge
+// comes back to zero. Before, only the lost lock had an end: the others
+// were ended without an event, and the later release reported them not
+// held, which left the gauge up by two for good.
+func TestGroupLossEndsEveryLock(t *testing.T) {
+	o := &gaugeObserver{gate: make(chan struct{})}
+	close(o.gate)
+	var reasons []string
+	var mu sync.Mutex
+	drv := memdriver.New()
+	e := newTestEngine(t, drv, func(c *Config) { c.Observer = lostReasons{o, &mu, &reasons} })
+	ctx := context.Background()
+	const ttl = 1500 * time.Millisecond // renewed every 500 ms: the next renewal finds b not held
+	g, err := e.TryAcquireAll(ctx, []driver.AcquireRequest{req("a", ttl), req("b", ttl), req("c", ttl)}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := drv.ForceRelease(ctx, "b"); !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	<-g.Done()
+	for ended := false; !ended; time.Sleep(time.Millisecond) { // the group's watch ends the others just after
+		ended = true
+		for _, h := range g.holds {
+			ended = ended && h.ended.Load()
+		}
+	}
+	_ = e.ReleaseGroup(ctx, g)
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	o.mu.Lock()
+	held := o.held
+	o.mu.Unlock()
+	mu.Lock()
+	defer mu.Unlock()
+	slices.Sort(reasons)
+	if held != 0 || !slices.Equal(reasons, []string{LostGroup, LostGroup, LostNotHeld}) {
+		t.Errorf("after the multi-lock lost b: held gauge %d, lost reasons %q; want 0 and [group group not_held]", held, reasons)
+	}
+	if s := e.Stats(); s.Lost != 3 {
+		t.Errorf("Stats.Lost %d, want 3", s.Lost)
+	}
+}
+
+// lostReasons records the reasons of Lost events, and passes every event on.
+type lostReasons struct {
+	*gaugeObserver
+	mu      *sync.Mutex
+	reasons *[]string
+}
+
+func (l lostReasons) Lost(ev LostEvent) {
+	l.mu.Lock()
+	*l.reasons = append(*l.reasons, ev.Reason)
+	l.mu.Unlock()
+	l.gaugeObserver.Lost(ev)
+}
+
+// Close racing acquisitions ends leases whose acquisition is not recorded
+// yet; their Lost (closed) still comes after their Acquire, so the held
+// gauge never dips below zero, even for a moment. Before, such an end
+// was queued first.
+func TestCloseRacingAcquisitionsKeepsEventOrder(t *testing.T) {
+	lowest := 0
+	for round := range 100 {
+		o := &gaugeObserver{gate: make(chan struct{})}
+		close(o.gate)
+		e := newTestEngine(t, nil, func(c *Config) { c.Observer = o })
+		var wg sync.WaitGroup
+		for g := range 8 {
+			wg.Go(func() {
+				for i := 0; ; i++ {
+					if _, err := e.TryAcquire(context.Background(), req(fmt.Sprintf("r%d-%d-%d", round, g, i), 30*time.Second), true); err != nil {
+						return // closed
+					}
+				}
+			})
+		}
+		for e.Stats().Acquired < 50 {
+			runtime.Gosched()
+		}
+		if err := e.Close(); err != nil {
+			t.Fatal(err)
+		}
+		wg.Wait()
+		o.mu.Lock()
+		lowest = min(lowest, o.lowest)
+		if o.held != 0 {
+			t.Errorf("round %d: held gauge %d after Close, want 0", round, o.held)
+		}
+		o.mu.Unlock()
+	}
+	if lowest < 0 {
+		t.Errorf("the held gauge went down to %d: a lease's end was delivered before its start", lowest)
 	}
 }
