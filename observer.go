@@ -192,7 +192,7 @@ type Stats struct {
 
 	Acquired      uint64 // successful acquisitions
 	Released      uint64 // Unlock calls that released (ResultReleased)
-	Lost          uint64 // leases lost: not ours any more, or deadline passed (not Close)
+	Lost          uint64 // leases lost: not ours any more, deadline passed, or ended with their multi-lock (not Close)
 	RenewFailures uint64 // renewal batches that failed with a store error
 	BackendErrors uint64 // store failures of every kind (see BackendErrorEvent)
 	// ObserverDropped counts events the Observer never got because its
