@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/dlockio/dlock"
 	"github.com/dlockio/dlock/fence"
@@ -67,7 +69,9 @@ RETURNING f.token`
 // Advance records tok as seen for resource in the side table, in q's
 // transaction, and returns nil if tok is not lower than the highest token
 // seen; the resource's row then stays locked until the transaction ends, so
-// the writes that follow in the same transaction are fenced. A lower token
+// the writes that follow in the same transaction are fenced. A resource
+// name PostgreSQL text cannot hold (a NUL byte, invalid UTF-8) is
+// dlock.ErrInvalidArgument. A lower token
 // returns a *fence.StaleTokenError (matching fence.ErrStaleToken) and the
 // caller must roll back. The first Advance for a resource inserts its row.
 func Advance(ctx context.Context, q Querier, resource string, tok fence.Token) error {
@@ -80,6 +84,11 @@ func Advance(ctx context.Context, q Querier, resource string, tok fence.Token) e
 	}
 	if resource == "" {
 		return fmt.Errorf("%w: empty resource name", dlock.ErrInvalidArgument)
+	}
+	if !utf8.ValidString(resource) || strings.IndexByte(resource, 0) >= 0 {
+		// Lock names are bytes; PostgreSQL text holds neither a NUL nor
+		// invalid UTF-8, and would refuse the query with a bare error.
+		return fmt.Errorf("%w: resource name %q is not text PostgreSQL can store (invalid UTF-8 or a NUL byte)", dlock.ErrInvalidArgument, resource)
 	}
 	var got int64
 	err = q.QueryRowContext(ctx, advanceSQL, resource, v).Scan(&got)

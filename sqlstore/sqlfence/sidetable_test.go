@@ -49,6 +49,16 @@ func TestAdvance(t *testing.T) {
 	if err := sqlfence.Advance(ctx, db, "", 1); !errors.Is(err, dlock.ErrInvalidArgument) {
 		t.Fatalf("empty resource: %v", err)
 	}
+	// Lock names are bytes, PostgreSQL text is not: a name it cannot
+	// store is bad input. Before, it was the driver's bare error.
+	for _, r := range []string{"a\x00b", "order:\xff"} {
+		if err := sqlfence.Advance(ctx, db, r, 1); !errors.Is(err, dlock.ErrInvalidArgument) {
+			t.Errorf("Advance of resource %q: %v, want ErrInvalidArgument", r, err)
+		}
+		if err := sqlfence.InTx(ctx, db, r, 1, func(*sql.Tx) error { return nil }); !errors.Is(err, dlock.ErrInvalidArgument) {
+			t.Errorf("InTx of resource %q: %v, want ErrInvalidArgument", r, err)
+		}
+	}
 }
 
 // TestAdvanceRollsBack: the mark belongs to the caller's transaction.

@@ -16,7 +16,9 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/dlockio/dlock"
 	"github.com/dlockio/dlock/once"
@@ -57,6 +59,9 @@ func check(ctx context.Context, key string, token uint64, ttl time.Duration) err
 		return fmt.Errorf("%w: nil context", once.ErrInvalidArgument)
 	case key == "":
 		return fmt.Errorf("%w: empty key", once.ErrInvalidArgument)
+	case !utf8.ValidString(key) || strings.IndexByte(key, 0) >= 0:
+		// PostgreSQL text holds neither a NUL nor invalid UTF-8.
+		return fmt.Errorf("%w: key %q is not text PostgreSQL can store (invalid UTF-8 or a NUL byte)", once.ErrInvalidArgument, key)
 	case ttl < time.Millisecond:
 		return fmt.Errorf("%w: ttl %v, below 1 ms", once.ErrInvalidArgument, ttl)
 	case token > math.MaxInt64:
