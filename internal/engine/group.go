@@ -89,11 +89,9 @@ func (g *Group) watch() {
 		}
 		for _, h := range g.holds {
 			g.e.renewer.remove(h)
-			if h.end(ErrLost) {
-				// Its end, as every lease's, is in the events once: no
-				// Close or Release reports it later.
-				g.e.stats.lost.Add(1)
-				g.e.lostEvent(h, LostGroup)
+			// Lost, counted and in the events like any lost lease: no
+			// Close or Release reports its end later.
+			if h.lose(LostGroup) {
 				g.e.releaser.add(h.releaseRequest())
 			}
 		}

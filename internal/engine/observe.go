@@ -317,7 +317,7 @@ func (h *Hold) endedByRelease() bool {
 	return byRelease && h.releaseSeen.CompareAndSwap(false, true)
 }
 
-// lose ends h as lost for why (LostNotHeld or LostDeadline), reporting
+// lose ends h as lost for why (LostNotHeld, LostDeadline or LostGroup), reporting
 // whether this call ended it.
 func (h *Hold) lose(why string) bool {
 	if !h.end(ErrLost) {
