@@ -1,6 +1,7 @@
 package redistest
 
 import (
+	"crypto/tls"
 	"fmt"
 	"os"
 	"os/exec"
@@ -13,14 +14,19 @@ import (
 
 // launch starts redis-server on s.port and waits until it is ready.
 func (s *Server) launch() (*testproc.Process, error) {
-	args := []string{
-		"--port", strconv.Itoa(s.port),
+	args := []string{"--port", strconv.Itoa(s.port)}
+	var probeTLS *tls.Config
+	if s.tls != nil {
+		args = s.tls.serverArgs(s.port)
+		probeTLS = s.tls.ClientConfig(s.t)
+	}
+	args = append(args,
 		"--bind", "127.0.0.1",
 		"--dir", s.dir,
 		"--save", "",
 		"--appendonly", "no",
 		"--daemonize", "no",
-	}
+	)
 	args = append(args, s.args...)
 	if s.conf != "" {
 		args = append([]string{s.conf}, args...)
@@ -40,17 +46,18 @@ func (s *Server) launch() (*testproc.Process, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := waitReady(s.addr, p, startTimeout); err != nil {
+	if err := waitReady(s.addr, probeTLS, p, startTimeout); err != nil {
 		p.Kill()
 		return nil, err
 	}
 	return p, nil
 }
 
-// waitReady polls addr with PING until the server owned by p answers, p
-// exits or timeout passes. It checks the answering server's process_id so a
-// different server that grabbed the port is not mistaken for ours.
-func waitReady(addr string, p *testproc.Process, timeout time.Duration) error {
+// waitReady polls addr with PING (over TLS when tc is set) until the
+// server owned by p answers, p exits or timeout passes. It checks the
+// answering server's process_id so a different server that grabbed the
+// port is not mistaken for ours.
+func waitReady(addr string, tc *tls.Config, p *testproc.Process, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	pid := strconv.Itoa(p.Pid())
 	backoff := 2 * time.Millisecond
@@ -63,7 +70,7 @@ func waitReady(addr string, p *testproc.Process, timeout time.Duration) error {
 			return exited()
 		default:
 		}
-		err := probe(addr, pid)
+		err := probe(addr, tc, pid)
 		if err == nil {
 			return nil
 		}
@@ -81,16 +88,16 @@ func waitReady(addr string, p *testproc.Process, timeout time.Duration) error {
 	}
 }
 
-func probe(addr, pid string) error {
+func probe(addr string, tc *tls.Config, pid string) error {
 	const timeout = 500 * time.Millisecond
-	pong, err := command(addr, timeout, "PING")
+	pong, err := commandTLS(addr, tc, timeout, "PING")
 	if err != nil {
 		return err
 	}
 	if pong != "PONG" {
 		return fmt.Errorf("PING answered %q", pong)
 	}
-	info, err := command(addr, timeout, "INFO", "server")
+	info, err := commandTLS(addr, tc, timeout, "INFO", "server")
 	if err != nil {
 		return err
 	}

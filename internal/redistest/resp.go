@@ -2,6 +2,7 @@ package redistest
 
 import (
 	"bufio"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -16,7 +17,19 @@ import (
 // for readiness probes so that probing does not depend on a client library
 // (and leaves no goroutines behind).
 func command(addr string, timeout time.Duration, args ...string) (string, error) {
-	conn, err := net.DialTimeout("tcp", addr, timeout)
+	return commandTLS(addr, nil, timeout, args...)
+}
+
+// commandTLS is command over TLS with tc, or in plain TCP when tc is nil.
+func commandTLS(addr string, tc *tls.Config, timeout time.Duration, args ...string) (string, error) {
+	d := &net.Dialer{Timeout: timeout}
+	var conn net.Conn
+	var err error
+	if tc != nil {
+		conn, err = tls.DialWithDialer(d, "tcp", addr, tc) // the timeout bounds the handshake too
+	} else {
+		conn, err = d.Dial("tcp", addr)
+	}
 	if err != nil {
 		return "", err
 	}

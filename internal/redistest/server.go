@@ -32,6 +32,7 @@ type Option func(*config)
 type config struct {
 	args []string
 	conf string
+	tls  *TLSFiles
 }
 
 // WithConfigFile writes contents to a redis.conf in the server's directory
@@ -62,7 +63,8 @@ type Server struct {
 	dir     string
 	logPath string
 	args    []string
-	conf    string // config file path, first argument when set
+	conf    string    // config file path, first argument when set
+	tls     *TLSFiles // TLS only (WithTLS), or nil
 
 	mu   sync.Mutex
 	proc *testproc.Process // nil when no process is running
@@ -79,6 +81,9 @@ func Start(t testing.TB, opts ...Option) *Server {
 		o(&cfg)
 	}
 	if addr := os.Getenv(EnvAddr); addr != "" {
+		if cfg.tls != nil {
+			t.Skip("redistest: a TLS server needs a server started by the test (" + EnvAddr + " is set)")
+		}
 		return useExternal(t, addr)
 	}
 
@@ -93,6 +98,7 @@ func Start(t testing.TB, opts ...Option) *Server {
 		dir:     dir,
 		logPath: filepath.Join(dir, "redis.log"),
 		args:    cfg.args,
+		tls:     cfg.tls,
 	}
 	if cfg.conf != "" {
 		s.conf = filepath.Join(dir, "redis.conf")
@@ -146,9 +152,15 @@ func (s *Server) Addr() string { return s.addr }
 func (s *Server) Port() int { return s.port }
 
 // Client returns a new go-redis client for the server, closed when t ends.
-// See NewClient for the options used.
+// See NewClient for the options used; a TLS server (WithTLS) is reached
+// with the client certificate.
 func (s *Server) Client(t testing.TB) *redis.Client {
 	t.Helper()
+	if s.tls != nil {
+		c := redis.NewClient(&redis.Options{Addr: s.addr, ContextTimeoutEnabled: true, TLSConfig: s.tls.ClientConfig(t)})
+		t.Cleanup(func() { _ = c.Close() })
+		return c
+	}
 	return NewClient(t, s.addr)
 }
 
