@@ -3,12 +3,14 @@ package redisdriver
 import (
 	"context"
 	"errors"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/dlockio/dlock"
 	"github.com/dlockio/dlock/internal/redistest"
+	"github.com/redis/go-redis/v9"
 )
 
 // Open makes a working Client whose Close also closes its Redis client:
@@ -79,5 +81,91 @@ func TestCloseOwnsOnlyItsClient(t *testing.T) {
 	}
 	if err := rdb.Ping(ctx).Err(); err == nil {
 		t.Fatal("the owned client still works after Close")
+	}
+}
+
+// aclServer starts a redis-server with the user dl, password s3cretPW.
+func aclServer(t *testing.T) *redistest.Server {
+	t.Helper()
+	return redistest.Start(t, redistest.WithArgs("--user", "dl", "on", ">s3cretPW", "~*", "&*", "+@all"))
+}
+
+// password_file reaches an ACL user: the file's password replaces the
+// URL's, and a wrong one is refused by the server.
+func TestOpenPasswordFileReachesAnACLUser(t *testing.T) {
+	srv := aclServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	good := url.QueryEscape(writeTemp(t, "pw", "s3cretPW\n"))
+	bad := url.QueryEscape(writeTemp(t, "bad", "wrong\n"))
+	for _, raw := range []string{
+		"redis://dl@" + srv.Addr() + "/0?password_file=" + good,
+		"redis://dl:wrong@" + srv.Addr() + "/0?password_file=" + good,
+	} {
+		rdb := mustParseURL(t, raw)
+		if who, err := rdb.Do(ctx, "ACL", "WHOAMI").Text(); err != nil || who != "dl" {
+			t.Fatalf("%s: ACL WHOAMI = %q, %v", RedactURL(raw), who, err)
+		}
+		c, err := Open(raw, dlock.WithDefaultTTL(time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		lease, err := c.TryLock(ctx, "k")
+		if err != nil {
+			t.Fatalf("%s: %v", RedactURL(raw), err)
+		}
+		_ = lease.Unlock(ctx)
+		_ = c.Close()
+	}
+	c, err := Open("redis://dl:s3cretPW@"+srv.Addr()+"/0?password_file="+bad, dlock.WithDefaultTTL(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.TryLock(ctx, "k"); !errors.Is(err, dlock.ErrBackend) || !strings.Contains(err.Error(), "WRONGPASS") {
+		t.Fatalf("wrong password in the file: %v, want the server's WRONGPASS as ErrBackend", err)
+	}
+}
+
+// A TLS server that requires client certificates is reached with
+// ca_file, cert_file and key_file; without the client certificate, or
+// trusting another CA, a call fails as a backend error.
+func TestOpenTLSWithClientCertificate(t *testing.T) {
+	f := redistest.NewTLSFiles(t)
+	srv := redistest.Start(t, redistest.WithTLS(f))
+	q := url.QueryEscape
+	base := "rediss://" + srv.Addr() + "/0?"
+	ca, client := "ca_file="+q(f.CA), "&cert_file="+q(f.ClientCert)+"&key_file="+q(f.ClientKey)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	try := func(raw string) error {
+		c, err := Open(raw, dlock.WithDefaultTTL(time.Second))
+		if err != nil {
+			t.Fatalf("Open(%s): %v", raw, err)
+		}
+		defer c.Close()
+		lease, err := c.TryLock(ctx, "k")
+		if err == nil {
+			_ = lease.Unlock(ctx)
+		}
+		return err
+	}
+	if err := try(base + ca + client); err != nil {
+		t.Fatalf("with the client certificate: %v", err)
+	}
+	if err := try(base + "insecure_skip_verify=true" + client); err != nil {
+		t.Fatalf("insecure_skip_verify with the client certificate: %v", err)
+	}
+	for what, raw := range map[string]string{
+		"without a client certificate": base + ca,
+		"trusting another CA":          base + "ca_file=" + q(f.OtherCA) + client,
+		"with the system roots":        "rediss://" + srv.Addr() + "/0?" + strings.TrimPrefix(client, "&"),
+	} {
+		if err := try(raw); !errors.Is(err, dlock.ErrBackend) {
+			t.Errorf("%s: %v, want ErrBackend", what, err)
+		}
+	}
+	if err := srv.Client(t).Get(ctx, DefaultPrefix+"{k}").Err(); err != nil && !errors.Is(err, redis.Nil) {
+		t.Fatal(err)
 	}
 }

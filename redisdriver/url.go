@@ -1,10 +1,13 @@
 package redisdriver
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 
@@ -31,12 +34,30 @@ const dialerRetries = 1
 // sentinel_username and sentinel_password, for Sentinels that require
 // credentials of their own (the userinfo authenticates to the master).
 //
+// ParseURL reads these options itself, with the same names as
+// etcddriver.ParseEndpoints:
+//
+//	password_file=FILE          the password, read from FILE (one trailing
+//	                            newline dropped); it replaces the userinfo's
+//	ca_file=FILE                PEM certificates to verify the servers with,
+//	                            instead of the system's roots
+//	cert_file=FILE&key_file=FILE  the client certificate and its key, for
+//	                            servers that require one (tls-auth-clients)
+//	insecure_skip_verify=true   do not verify the servers' certificates
+//
+// The last four need a TLS scheme, and cert_file and key_file go together.
+// go-redis's skip_verify is refused: insecure_skip_verify says what it does.
+// With several hosts (Sentinel, Cluster) each server is verified under its
+// own address, not the first host's name.
+//
 // The client honours context deadlines (ContextTimeoutEnabled) and dials
 // once per attempt, so a refused connection fails a call in about a tenth
 // of a second (go-redis still retries the command a few times; a Sentinel
 // deployment, which asks each Sentinel in turn, in under a second) rather
-// than seconds. Errors match driver.ErrInvalid and do not show the
-// password. The caller closes the client (Open makes a driver that does).
+// than seconds. Errors, a file that cannot be read or holds no usable
+// certificate or key included, match driver.ErrInvalid and show no
+// password (see RedactURL). The caller closes the client (Open makes a
+// driver that does).
 func ParseURL(rawURL string) (redis.UniversalClient, error) {
 	scheme, rest, ok := strings.Cut(rawURL, "://")
 	if !ok {
@@ -57,22 +78,174 @@ func ParseURL(rawURL string) (redis.UniversalClient, error) {
 		err = fmt.Errorf("unsupported scheme %q", scheme)
 	}
 	if err != nil {
-		if strings.Contains(rest, "@") {
+		var pe paramError
+		var ue *url.Error
+		switch {
+		case errors.As(err, &pe):
+			// Names options and files only: said as it is.
+		case strings.Contains(rest, "@"):
 			// Parse errors quote pieces of the URL (url.Parse quotes all
 			// of it; a bad port is often part of a password with an
 			// unescaped '/', '?' or '#'): say what to check instead.
 			err = errors.New("malformed (check hosts and ports, and percent-encode special characters in the password)")
+		case errors.As(err, &ue):
+			ue.URL = RedactURL(ue.URL) // its query may hold a sentinel_password
 		}
 		return nil, fmt.Errorf("%w: redis URL %q: %v", driver.ErrInvalid, RedactURL(rawURL), err)
 	}
 	return c, nil
 }
 
+// The options ParseURL reads itself rather than go-redis. The etcd driver
+// takes the same names, so that one spelling serves either store (the CLI
+// appends them to the store's address).
+const (
+	paramPasswordFile = "password_file"
+	paramCAFile       = "ca_file"
+	paramCertFile     = "cert_file"
+	paramKeyFile      = "key_file"
+	paramInsecure     = "insecure_skip_verify"
+	// paramSkipVerify is go-redis's name for insecure_skip_verify,
+	// refused: turning verification off must say so.
+	paramSkipVerify = "skip_verify"
+)
+
+// urlParams are ParseURL's own options, with the files they name read.
+type urlParams struct {
+	password    string // from password_file, when hasPassword
+	hasPassword bool
+	rootCAs     *x509.CertPool // from ca_file; nil: the system's roots
+	certs       []tls.Certificate
+	insecure    bool
+}
+
+// paramError is a refused option of ParseURL's own. Its text names
+// options and file paths only, never a piece of the userinfo, so ParseURL
+// shows it even when the URL has a password.
+type paramError struct{ msg string }
+
+func (e paramError) Error() string { return e.msg }
+
+func paramErrorf(format string, a ...any) error { return paramError{fmt.Sprintf(format, a...)} }
+
+// takeParams removes ParseURL's own options from q and reads the files
+// they name. tlsURL is whether the scheme uses TLS; the TLS options are
+// refused without it, as they would otherwise be ignored. As go-redis
+// does, the last of repeated values counts.
+func takeParams(q url.Values, tlsURL bool) (urlParams, error) {
+	var p urlParams
+	if q.Has(paramSkipVerify) {
+		return p, paramErrorf("%s is not supported: %s=true turns certificate verification off", paramSkipVerify, paramInsecure)
+	}
+	take := func(name string) (string, bool) {
+		vs := q[name]
+		q.Del(name)
+		if len(vs) == 0 {
+			return "", false
+		}
+		return vs[len(vs)-1], true
+	}
+	pwFile, hasPW := take(paramPasswordFile)
+	ca, hasCA := take(paramCAFile)
+	cert, hasCert := take(paramCertFile)
+	key, hasKey := take(paramKeyFile)
+	insecure, hasInsecure := take(paramInsecure)
+	for i, given := range []bool{hasCA, hasCert, hasKey, hasInsecure} {
+		if given && !tlsURL {
+			name := []string{paramCAFile, paramCertFile, paramKeyFile, paramInsecure}[i]
+			return p, paramErrorf("%s needs a TLS URL (rediss://, rediss+sentinel:// or rediss+cluster://)", name)
+		}
+	}
+	var err error
+	if hasPW {
+		if p.password, err = readPasswordFile(pwFile); err != nil {
+			return p, err
+		}
+		p.hasPassword = true
+	}
+	if hasCA {
+		if p.rootCAs, err = readCAFile(ca); err != nil {
+			return p, err
+		}
+	}
+	switch {
+	case hasCert != hasKey:
+		return p, paramErrorf("%s and %s go together: the client certificate and its private key", paramCertFile, paramKeyFile)
+	case hasCert:
+		pair, err := tls.LoadX509KeyPair(cert, key)
+		if err != nil {
+			return p, paramErrorf("%s %q, %s %q: %v", paramCertFile, cert, paramKeyFile, key, err)
+		}
+		p.certs = []tls.Certificate{pair}
+	}
+	switch insecure {
+	case "true", "1":
+		p.insecure = true
+	case "false", "0", "":
+	default:
+		return p, paramErrorf("%s=%q: want true or false", paramInsecure, insecure)
+	}
+	return p, nil
+}
+
+// readPasswordFile returns the password in path: the whole file but for
+// one trailing newline (LF or CRLF), as echo and editors leave one.
+func readPasswordFile(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", paramErrorf("%s: %v", paramPasswordFile, err)
+	}
+	pw := strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), "\r")
+	if pw == "" {
+		return "", paramErrorf("%s %q is empty", paramPasswordFile, path)
+	}
+	return pw, nil
+}
+
+func readCAFile(path string) (*x509.CertPool, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, paramErrorf("%s: %v", paramCAFile, err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(b) {
+		return nil, paramErrorf("%s %q: no PEM certificate in it", paramCAFile, path)
+	}
+	return pool, nil
+}
+
+// apply sets the password and the TLS configuration c (nil without TLS)
+// from p.
+func (p urlParams) apply(password *string, c *tls.Config) {
+	if p.hasPassword {
+		*password = p.password
+	}
+	if c == nil {
+		return
+	}
+	if p.rootCAs != nil {
+		c.RootCAs = p.rootCAs
+	}
+	c.Certificates = p.certs
+	c.InsecureSkipVerify = p.insecure
+}
+
 func standaloneClient(rawURL string) (redis.UniversalClient, error) {
-	o, err := redis.ParseURL(rawURL)
+	u, err := url.Parse(rawURL)
 	if err != nil {
 		return nil, err
 	}
+	q := u.Query()
+	p, err := takeParams(q, u.Scheme == "rediss")
+	if err != nil {
+		return nil, err
+	}
+	u.RawQuery = q.Encode()
+	o, err := redis.ParseURL(u.String())
+	if err != nil {
+		return nil, err
+	}
+	p.apply(&o.Password, o.TLSConfig)
 	if o.Network != "unix" {
 		if err := checkHostPort(o.Addr); err != nil {
 			return nil, err
@@ -153,12 +326,18 @@ func sentinelClient(base, rest string) (redis.UniversalClient, error) {
 	sentinelUser, sentinelPass := l.query.Get("sentinel_username"), l.query.Get("sentinel_password")
 	l.query.Del("sentinel_username")
 	l.query.Del("sentinel_password")
+	p, err := takeParams(l.query, base == "rediss")
+	if err != nil {
+		return nil, err
+	}
 	// go-redis parses credentials, db, TLS and tuning options of a plain
 	// URL; reuse that against the first address and carry them over.
 	o, err := redis.ParseURL(base + "://" + l.userinfo + l.hosts[0] + "/" + db + "?" + l.query.Encode())
 	if err != nil {
 		return nil, err
 	}
+	p.apply(&o.Password, o.TLSConfig)
+	perHostName(o.TLSConfig)
 	return redis.NewFailoverClient(&redis.FailoverOptions{
 		MasterName:            master,
 		SentinelAddrs:         l.hosts,
@@ -198,6 +377,10 @@ func clusterClient(base, rest string) (redis.UniversalClient, error) {
 	if l.path != "" && l.path != "0" {
 		return nil, errors.New("a cluster has only database 0")
 	}
+	p, err := takeParams(l.query, base == "rediss")
+	if err != nil {
+		return nil, err
+	}
 	for _, h := range l.hosts[1:] {
 		l.query.Add("addr", h)
 	}
@@ -205,6 +388,11 @@ func clusterClient(base, rest string) (redis.UniversalClient, error) {
 	if err != nil {
 		return nil, err
 	}
+	if o.TLSConfig != nil {
+		o.TLSConfig.MinVersion = tls.VersionTLS12 // as go-redis sets for the other forms
+	}
+	p.apply(&o.Password, o.TLSConfig)
+	perHostName(o.TLSConfig)
 	o.ContextTimeoutEnabled = true
 	if o.DialerRetries == 0 { // not set in the URL (dialer_retries)
 		o.DialerRetries = dialerRetries
@@ -212,19 +400,36 @@ func clusterClient(base, rest string) (redis.UniversalClient, error) {
 	return redis.NewClusterClient(o), nil
 }
 
-// RedactURL returns rawURL with the password in its userinfo replaced by
-// "xxxxx", for messages and reports.
-func RedactURL(raw string) string {
-	scheme, rest, ok := strings.Cut(raw, "://")
-	if !ok {
-		return raw
+// perHostName makes a client of several servers verify each under its own
+// address: go-redis names the first host in ServerName, and a Sentinel's
+// master or another Cluster node then failed verification against the
+// certificate of its own name.
+func perHostName(c *tls.Config) {
+	if c != nil {
+		c.ServerName = "" // crypto/tls takes it from the address dialled
 	}
+}
+
+// RedactURL returns raw with its secrets replaced by "xxxxx", for messages
+// and reports: the password in its userinfo, also when raw has no scheme
+// (u:pw@host), and the values of query parameters whose names end in
+// "password" (sentinel_password). Everything else is kept as it is.
+func RedactURL(raw string) string {
+	prefix, rest := "", raw
+	if scheme, r, ok := strings.Cut(raw, "://"); ok {
+		prefix, rest = scheme+"://", r
+	}
+	return prefix + redactQuery(redactUserinfo(rest))
+}
+
+// redactUserinfo masks the password of "userinfo@hosts...".
+func redactUserinfo(rest string) string {
 	// The userinfo ends at the last '@' before the query or fragment that
 	// follows the first '@': a password with an unescaped '/', '?', '#' or
 	// '@' is still masked whole, and an '@' in the query is left alone.
 	first := strings.IndexByte(rest, '@')
 	if first < 0 {
-		return raw
+		return rest
 	}
 	end := len(rest)
 	if q := strings.IndexAny(rest[first:], "?#"); q >= 0 {
@@ -233,7 +438,34 @@ func RedactURL(raw string) string {
 	at := strings.LastIndexByte(rest[:end], '@')
 	user, _, hasPass := strings.Cut(rest[:at], ":")
 	if !hasPass {
-		return raw
+		return rest
 	}
-	return scheme + "://" + user + ":xxxxx" + rest[at:]
+	return user + ":xxxxx" + rest[at:]
+}
+
+// redactQuery masks the values of the *password parameters of the query
+// in rest (whose userinfo is already masked, so its first '?' starts the
+// query).
+func redactQuery(rest string) string {
+	start := strings.IndexByte(rest, '?')
+	if start < 0 {
+		return rest
+	}
+	query, frag, hasFrag := strings.Cut(rest[start+1:], "#")
+	pairs := strings.Split(query, "&")
+	for i, kv := range pairs {
+		k, _, hasValue := strings.Cut(kv, "=")
+		name, err := url.QueryUnescape(k)
+		if err != nil {
+			name = k
+		}
+		if hasValue && strings.HasSuffix(strings.ToLower(name), "password") {
+			pairs[i] = k + "=xxxxx"
+		}
+	}
+	out := rest[:start+1] + strings.Join(pairs, "&")
+	if hasFrag {
+		out += "#" + frag
+	}
+	return out
 }

@@ -2,14 +2,20 @@ package redisdriver
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"net"
+	"net/url"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/dlockio/dlock"
 	"github.com/dlockio/dlock/driver"
+	"github.com/dlockio/dlock/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -177,6 +183,124 @@ func TestCapabilitiesAndKeys(t *testing.T) {
 	for _, k := range []string{"x", "x}", "{x}", "a}b", "k:last"} {
 		if err := d.CheckKey(k); err != nil {
 			t.Errorf("CheckKey(%q) = %v", k, err)
+		}
+	}
+}
+
+// No error of ParseURL shows a secret, whatever the form: a password in
+// the userinfo (with or without a scheme) or a *password query parameter.
+func TestParseURLErrorsHideEverySecret(t *testing.T) {
+	const pw, spw = "SECRETPW", "SENTSECRET"
+	for _, raw := range []string{
+		"redis+sentinel://127.0.0.1:26379/?sentinel_password=" + spw,
+		"redis+sentinel://127.0.0.1:0/m?sentinel_password=" + spw,
+		"redis+sentinel://u:" + pw + "@127.0.0.1:26379/?sentinel_password=" + spw,
+		"u:" + pw + "@127.0.0.1:16379",
+		":" + pw + "@127.0.0.1:16379/0",
+		"u:" + pw + "@127.0.0.1:16379?sentinel_password=" + spw,
+		"redis://h:99x/0?sentinel_password=" + spw,
+		"redis://u:" + pw + "@h:99999/0",
+		"redis://h/0?password=" + pw,
+		"redis+cluster://n1:x?sentinel_password=" + spw,
+		"redis+cluster://n1?sentinel_password=" + spw,
+		"rediss://u:" + pw + "@h/0?skip_verify=true",
+		"rediss://h/0?ca_file=/nonexistent/ca.pem&sentinel_password=" + spw,
+		"redis://h/0?password_file=/nonexistent/pw&sentinel_password=" + spw,
+		"ftp://u:" + pw + "@h",
+	} {
+		_, err := ParseURL(raw)
+		if !errors.Is(err, driver.ErrInvalid) {
+			t.Errorf("ParseURL(%q) = %v, want ErrInvalid", raw, err)
+			continue
+		}
+		if strings.Contains(err.Error(), pw) || strings.Contains(err.Error(), spw) {
+			t.Errorf("ParseURL(%q): the error shows a secret: %v", raw, err)
+		}
+	}
+}
+
+func TestRedactURLHidesQueryPasswordsAndSchemelessUserinfo(t *testing.T) {
+	for raw, want := range map[string]string{
+		"redis+sentinel://h:26379/m?sentinel_password=S&db=1":             "redis+sentinel://h:26379/m?sentinel_password=xxxxx&db=1",
+		"redis+sentinel://:p@h/m?sentinel_username=u&sentinel_password=S": "redis+sentinel://:xxxxx@h/m?sentinel_username=u&sentinel_password=xxxxx",
+		"u:SECRET@127.0.0.1:16379":                                        "u:xxxxx@127.0.0.1:16379",
+		"h:1/0?password=S#frag":                                           "h:1/0?password=xxxxx#frag",
+		"redis://h/0?password_file=/run/pw":                               "redis://h/0?password_file=/run/pw",
+	} {
+		if got := RedactURL(raw); got != want {
+			t.Errorf("RedactURL(%q) = %q, want %q", raw, got, want)
+		}
+	}
+}
+
+// writeTemp writes content to a new file in t's temporary directory.
+func writeTemp(t *testing.T, name, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// The TLS parameters set the client's TLS configuration, on every TLS
+// form; password_file replaces the userinfo password.
+func TestParseURLTLSAndPasswordFile(t *testing.T) {
+	f := redistest.NewTLSFiles(t)
+	tlsQuery := "ca_file=" + url.QueryEscape(f.CA) + "&cert_file=" + url.QueryEscape(f.ClientCert) + "&key_file=" + url.QueryEscape(f.ClientKey)
+	pwFile := writeTemp(t, "pw", "fromfile\n")
+	o := mustParseURL(t, "rediss://u:inurl@127.0.0.1:6380/1?dial_timeout=2s&"+tlsQuery+"&password_file="+url.QueryEscape(pwFile)).(*redis.Client).Options()
+	if o.TLSConfig == nil || o.TLSConfig.RootCAs == nil || len(o.TLSConfig.Certificates) != 1 || o.TLSConfig.InsecureSkipVerify ||
+		o.TLSConfig.ServerName != "127.0.0.1" || o.Password != "fromfile" || o.Username != "u" || o.DB != 1 || o.DialTimeout != 2*time.Second {
+		t.Fatalf("rediss: %+v", o)
+	}
+	if o := mustParseURL(t, "redis://127.0.0.1/0?password_file="+url.QueryEscape(writeTemp(t, "crlf", "pw2\r\n"))).(*redis.Client).Options(); o.Password != "pw2" {
+		t.Errorf("password from a CRLF file: %q", o.Password)
+	}
+	o = mustParseURL(t, "rediss+sentinel://s1,s2/m?"+tlsQuery+"&password_file="+url.QueryEscape(pwFile)).(*redis.Client).Options()
+	if o.TLSConfig == nil || o.TLSConfig.RootCAs == nil || len(o.TLSConfig.Certificates) != 1 || o.Password != "fromfile" ||
+		o.TLSConfig.ServerName != "" {
+		t.Fatalf("rediss+sentinel: %+v", o)
+	}
+	co := mustParseURL(t, "rediss+cluster://n1,n2?"+tlsQuery+"&password_file="+url.QueryEscape(pwFile)).(*redis.ClusterClient).Options()
+	if co.TLSConfig == nil || co.TLSConfig.RootCAs == nil || len(co.TLSConfig.Certificates) != 1 || co.Password != "fromfile" ||
+		co.TLSConfig.ServerName != "" || co.TLSConfig.MinVersion != tls.VersionTLS12 {
+		t.Fatalf("rediss+cluster: %+v", co)
+	}
+	if o := mustParseURL(t, "rediss://h/0?insecure_skip_verify=true").(*redis.Client).Options(); !o.TLSConfig.InsecureSkipVerify {
+		t.Error("insecure_skip_verify=true not applied")
+	}
+	if o := mustParseURL(t, "rediss://h/0?insecure_skip_verify=false").(*redis.Client).Options(); o.TLSConfig.InsecureSkipVerify {
+		t.Error("insecure_skip_verify=false turned verification off")
+	}
+}
+
+func TestParseURLRefusesBadTLSAndPasswordParams(t *testing.T) {
+	f := redistest.NewTLSFiles(t)
+	q := url.QueryEscape
+	empty := writeTemp(t, "empty", "\n")
+	for _, tc := range []struct{ raw, says string }{
+		{"rediss://h/0?cert_file=" + q(f.ClientCert), "key_file"},
+		{"rediss://h/0?key_file=" + q(f.ClientKey), "cert_file"},
+		{"rediss://h/0?cert_file=" + q(f.ClientCert) + "&key_file=" + q(f.ServerKey), "cert_file"}, // not its key
+		{"rediss://h/0?ca_file=/nonexistent/ca.pem", "ca_file"},
+		{"rediss://h/0?ca_file=" + q(f.ClientKey), "ca_file"}, // no certificate in it
+		{"rediss://h/0?skip_verify=true", "insecure_skip_verify"},
+		{"rediss+sentinel://s1/m?skip_verify=true", "insecure_skip_verify"},
+		{"rediss+cluster://n1?skip_verify=true", "insecure_skip_verify"},
+		{"rediss://h/0?insecure_skip_verify=maybe", "insecure_skip_verify"},
+		{"redis://h/0?insecure_skip_verify=true", "TLS"},
+		{"redis://h/0?ca_file=" + q(f.CA), "TLS"},
+		{"redis+sentinel://s1/m?cert_file=" + q(f.ClientCert) + "&key_file=" + q(f.ClientKey), "TLS"},
+		{"redis+cluster://n1?ca_file=" + q(f.CA), "TLS"},
+		{"unix:///tmp/redis.sock?ca_file=" + q(f.CA), "TLS"},
+		{"redis://h/0?password_file=/nonexistent/pw", "password_file"},
+		{"redis://h/0?password_file=" + q(empty), "password_file"},
+		{"redis+cluster://n1?password_file=/nonexistent/pw", "password_file"},
+	} {
+		_, err := ParseURL(tc.raw)
+		if !errors.Is(err, dlock.ErrInvalidArgument) || !strings.Contains(err.Error(), tc.says) {
+			t.Errorf("ParseURL(%q) = %v, want ErrInvalidArgument naming %s", tc.raw, err, tc.says)
 		}
 	}
 }
