@@ -61,7 +61,8 @@ type Queuer interface {
 	// WatchGrants subscribes to the grants announced on inbox and returns
 	// once announcements are guaranteed to be delivered. onGrant is called
 	// from one goroutine and never blocks. Announcements are best effort:
-	// one may be lost (a reconnect), so waiters do not depend on them.
+	// one may be lost (a reconnect), so waiters do not depend on them,
+	// and one may be forged unless it is Confirmed (see Grant).
 	WatchGrants(ctx context.Context, inbox string, onGrant func(Grant)) (GrantWatcher, error)
 	// InspectQueue returns a name's holders and waiters, for operators.
 	// ok is false when the name has neither.
@@ -154,10 +155,21 @@ type QueueResult struct {
 // grant and less than every exclusive token issued after it. A resource
 // that accepts a read iff its token is at least the highest exclusive
 // token it has seen rejects reads that predate a newer write.
+//
+// Confirmed tells the engine whether the announcement itself is proof of
+// the grant. A driver sets it only when no client that cannot grant could
+// have produced it: an etcd watch event, written by the granting
+// transaction, can only come from a client allowed to write the name's
+// keys. Redis pub/sub cannot be: anyone allowed to PUBLISH on the inbox's
+// channel (a tenant with read access to the keys learns the inbox and the
+// waiter's id) can send any payload, token included. An announcement that
+// is not Confirmed is only a wake-up: the waiter asks the store with
+// Enqueue, whose reply carries the token.
 type Grant struct {
-	Key   string
-	ID    string
-	Token uint64
+	Key       string
+	ID        string
+	Token     uint64
+	Confirmed bool
 }
 
 // GrantWatcher is a subscription made by WatchGrants.

@@ -71,7 +71,9 @@ func (d *Driver) WatchGrants(ctx context.Context, inbox string, onGrant func(dri
 					if json.Unmarshal(ev.Kv.Value, &a) != nil {
 						continue
 					}
-					onGrant(driver.Grant{Key: a.Key, ID: a.ID, Token: uint64(ev.Kv.ModRevision)})
+					// Written by the granting Txn: only a client allowed to
+					// write the queue could have made it (driver.Grant).
+					onGrant(driver.Grant{Key: a.Key, ID: a.ID, Token: uint64(ev.Kv.ModRevision), Confirmed: true})
 				}
 			}
 			select {

@@ -15,7 +15,10 @@ import (
 // waiter keeps its place however long it waits and a dead one drops out
 // within one TTL. The store grants in the same step as a release, and
 // announces the grant on this engine's inbox; the waiter then takes the
-// lease over without a round trip. If the announcement is lost, the
+// lease over, without a round trip if the driver vouches for the
+// announcement (driver.Grant's Confirmed), else with one Enqueue, whose
+// reply is the grant: on Redis anyone allowed to PUBLISH could have sent
+// the announcement, token included. If the announcement is lost, the
 // waiter's next renewal answers "not waiting", and one Enqueue with the
 // same id picks the grant up: a lost notification costs at most one
 // renewal interval.
@@ -201,10 +204,13 @@ func (e *Engine) acquireQueued(ctx context.Context, req driver.QueueRequest, ren
 		}
 		select {
 		case g := <-grants:
-			if !renew {
-				// A fixed lease is one of TTL from its acquisition, not what
-				// the place had left: ask the store once more, which extends
-				// the grant by a full TTL and answers it as granted.
+			if !renew || !g.Confirmed {
+				// Ask the store once more, which extends the grant by a full
+				// TTL and answers it as granted, with its token. An
+				// announcement that is not Confirmed may be forged (see
+				// driver.Grant): only the store's reply is a grant. A fixed
+				// lease is one of TTL from its acquisition, not what the
+				// place had left.
 				continue
 			}
 			// The grant's store TTL is what the waiter place had left, and
