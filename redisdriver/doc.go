@@ -36,21 +36,28 @@
 // snapshots and failovers, and what that assumes of server clocks). The
 // ":last" key also lets a retried release recognise that it succeeded.
 //
-// The Lua (the *.lua files) runs as one function library on Redis 7 and
-// later: FCALL, and FUNCTION LOAD where a server answers that it lacks the
-// library (first use, a restart without persistence, FUNCTION FLUSH; in
+// The Lua (the *.lua files) runs as scripts: EVALSHA, and EVAL where a
+// server answers NOSCRIPT. A script is found by the SHA1 of its own code,
+// so no other user of the server can make the Driver run other code.
+//
+// WithFunctions runs the same code as one function library instead (Redis
+// 7 and later; cheaper for the server, docs/benchmarks.md): FCALL, and
+// FUNCTION LOAD at the Driver's first call and where a server answers that
+// it lacks the library (a restart without persistence, FUNCTION FLUSH; in
 // Cluster each master is loaded when a call on one of its keys needs it).
+// Functions are found by name, and anyone allowed FUNCTION LOAD can
+// replace them: use it only where no untrusted user may (docs/security.md).
 // Its name, dlock_<hash of the code>, differs between versions of the
 // driver, so versions sharing a server never run each other's code; each
-// leaves its library there until FUNCTION DELETE. A server that refuses
+// leaves its library there until FUNCTION DELETE. A library found already
+// loaded is used only if its code is the Driver's. A server that refuses
 // functions (an unknown command before Redis 7, an ACL without FCALL or
-// FUNCTION, a proxy) gets the same code as scripts (EVALSHA, EVAL when it
-// answers NOSCRIPT) after one or two refused calls; WithoutFunctions
-// chooses that from the start. A refusal that passes (memory full, a flush
-// or a failover racing the load) sends only the call at hand as a script.
-// The release and renewal functions carry the allow-oom flag, so they run
-// when memory is full; the others are refused whole then, as every
-// function is when writes are stopped (MISCONF, too few replicas, a
+// FUNCTION, a proxy), or holds other code under the name, gets scripts
+// after one or two refused calls. A refusal that passes (memory full, a
+// flush or a failover racing the load) sends only the call at hand as a
+// script. The release and renewal functions carry the allow-oom flag, so
+// they run when memory is full; the others are refused whole then, as
+// every function is when writes are stopped (MISCONF, too few replicas, a
 // read-only replica), and the driver sends such a call as a script, which
 // answers as it always did (a held name is busy; taking a free one fails
 // at its first write). Calls that find the library missing together load

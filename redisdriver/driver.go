@@ -42,7 +42,8 @@ type Driver struct {
 	closeErr   error
 	ownerCache atomic.Pointer[ownerEncoding]
 	// noFunctions: run scripts (EVALSHA), not the function library
-	// (library.go); set by WithoutFunctions or when the server refuses it.
+	// (library.go); cleared by WithFunctions, set again when the server
+	// refuses the library.
 	noFunctions atomic.Bool
 	loading     chan struct{} // held by the one load of the library under way (library.go)
 	loads       atomic.Uint64 // loads of the library done
@@ -57,16 +58,26 @@ var (
 // Option configures a Driver.
 type Option func(*Driver) error
 
-// WithoutFunctions makes the Driver run its Lua as scripts (EVALSHA), never
-// as the function library it otherwise loads on Redis 7 and later (see the
-// package documentation). Without it the Driver switches to scripts by
-// itself on a server that refuses functions, after one refused FCALL (and
-// FUNCTION LOAD, when that is what an ACL refuses); the option saves those
-// calls, or keeps FUNCTION LOAD away from servers where only an operator
-// may load code.
-func WithoutFunctions() Option {
+// WithFunctions makes the Driver run its Lua as one function library
+// (FCALL, loaded with FUNCTION LOAD on Redis 7 and later) instead of as
+// scripts (EVALSHA), which is cheaper for the server (docs/benchmarks.md).
+//
+// Use it only on a server where no user you do not trust may run
+// FUNCTION LOAD (the ACL categories @scripting, @write and @all include
+// it): a function is found by its name, and a user allowed to load one
+// can replace the library with code that then runs with the rights of
+// every dlock client that calls it (docs/security.md). A script is found
+// by the SHA1 of its own code, so nobody can put other code under it.
+// The Driver checks the code of a library it finds already loaded, but
+// cannot see a replacement made after that.
+//
+// With it, the Driver switches back to scripts by itself on a server that
+// refuses functions, after one refused FCALL (and FUNCTION LOAD, when that
+// is what an ACL refuses), or that holds other code under the library's
+// name.
+func WithFunctions() Option {
 	return func(d *Driver) error {
-		d.noFunctions.Store(true)
+		d.noFunctions.Store(false)
 		return nil
 	}
 }
@@ -90,6 +101,7 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Driver, error) {
 		return nil, fmt.Errorf("%w: nil redis client", driver.ErrInvalid)
 	}
 	d := &Driver{rdb: rdb, prefix: DefaultPrefix, loading: make(chan struct{}, 1)}
+	d.noFunctions.Store(true) // scripts unless WithFunctions: see there why
 	d.cluster, _ = rdb.(*redis.ClusterClient)
 	if err := options.Apply(d, opts); err != nil {
 		return nil, err

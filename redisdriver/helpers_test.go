@@ -127,7 +127,7 @@ func eventually(t *testing.T, within time.Duration, what string, cond func() boo
 }
 
 // codeMode is one of the two ways the driver runs its Lua: the function
-// library (FCALL), or scripts (EVALSHA, with WithoutFunctions). lose makes
+// library (FCALL, with WithFunctions), or scripts (EVALSHA, the default). lose makes
 // the server forget that code, as a restart without persistence does; call
 // and reload are the commandstats names of a call and of what the server
 // is sent again then.
@@ -139,10 +139,10 @@ type codeMode struct {
 }
 
 var codeModes = []codeMode{
-	{"functions", nil, "fcall", "function|load", func(ctx context.Context, c redis.Cmdable) error {
+	{"functions", []Option{WithFunctions()}, "fcall", "function|load", func(ctx context.Context, c redis.Cmdable) error {
 		return c.FunctionFlush(ctx).Err()
 	}},
-	{"scripts", []Option{WithoutFunctions()}, "evalsha", "eval", func(ctx context.Context, c redis.Cmdable) error {
+	{"scripts", nil, "evalsha", "eval", func(ctx context.Context, c redis.Cmdable) error {
 		return c.ScriptFlush(ctx).Err()
 	}},
 }

@@ -11,8 +11,10 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// The scripts as one Redis function library (Redis 7 and later), which
-// the Driver loads on first use (FUNCTION LOAD) and runs with FCALL.
+// The scripts as one Redis function library (Redis 7 and later), which a
+// Driver WithFunctions loads on first use (FUNCTION LOAD) and runs with
+// FCALL. Not the default: see WithFunctions for who else can replace a
+// function, and docs/security.md.
 //
 // Why: a script's top level runs again on every EVALSHA, and lib.lua's and
 // queue_lib.lua's top level is some twenty function definitions, each a
@@ -31,8 +33,9 @@ import (
 // removes one no longer in use.
 //
 // Where the server refuses functions (before Redis 7, an ACL that allows
-// EVALSHA but not FCALL or FUNCTION LOAD, a proxy that refuses them) the
-// Driver falls back to EVALSHA for good, at the cost of one or two refused
+// EVALSHA but not FCALL or FUNCTION LOAD, a proxy that refuses them), or
+// holds other code under the library's name, the Driver falls back to
+// EVALSHA for good, at the cost of one or two refused
 // calls. Refusals that pass (memory full, a flush or failover racing the
 // load) send only the call at hand as a script.
 
@@ -87,10 +90,10 @@ var errNoFunctions = errors.New("redisdriver: the server does not take the funct
 // run runs s with keys and args: as its function if the server has
 // functions, else as a script.
 func (d *Driver) run(ctx context.Context, s *script, keys []string, args ...any) *redis.Cmd {
-	if d.noFunctions.Load() {
+	loads, ok := d.useFunctions(ctx)
+	if !ok {
 		return s.run(ctx, d.rdb, keys, args...)
 	}
-	loads := d.loads.Load()
 	cmd := d.rdb.FCall(ctx, s.fn, keys, args...)
 	if isNoFunction(cmd.Err()) {
 		// Not loaded on this server yet, or lost (a restart without
@@ -113,15 +116,35 @@ func (d *Driver) run(ctx context.Context, s *script, keys []string, args ...any)
 	return cmd
 }
 
+// useFunctions reports whether a call goes as FCALL, and the count of
+// loads before it. The Driver's first call loads the library first, so
+// that one found already loaded (planted by a user allowed FUNCTION LOAD)
+// is checked before any of its code runs (loadOn); a failure that passes
+// leaves that to the next call that finds the library missing.
+func (d *Driver) useFunctions(ctx context.Context) (uint64, bool) {
+	if d.noFunctions.Load() {
+		return 0, false
+	}
+	loads := d.loads.Load()
+	if loads == 0 {
+		if err := d.load(ctx, 0); errors.Is(err, errNoFunctions) {
+			d.noFunctions.Store(true)
+			return 0, false
+		}
+		loads = d.loads.Load()
+	}
+	return loads, true
+}
+
 // runCalls sends calls in one pipeline, as run does one call (and a second
 // pipeline for the calls that found the library missing, a third for those
 // that must go as scripts). It returns the first error of a call's reply.
 // Replies are left in the calls.
 func (d *Driver) runCalls(ctx context.Context, calls []*call) error {
-	if d.noFunctions.Load() {
+	loads, ok := d.useFunctions(ctx)
+	if !ok {
 		return runCalls(ctx, d.rdb.Pipeline(), calls)
 	}
-	loads := d.loads.Load()
 	d.sendFCalls(ctx, calls)
 	var missing []*call
 	for _, cl := range calls {
@@ -205,7 +228,7 @@ func (d *Driver) loadAll(ctx context.Context) error {
 }
 
 // loadOn loads the library on c. A library already there (loaded by
-// another client meanwhile) is as good. A refusal (NOPERM: an ACL; an
+// another client meanwhile) is as good if its code is ours (checkLoaded). A refusal (NOPERM: an ACL; an
 // unknown command or subcommand; a library the server will not compile or
 // register) is errNoFunctions; other answers (OOM, READONLY, LOADING, BUSY,
 // too many clients) and errors of the connection are returned as they
@@ -219,7 +242,7 @@ func loadOn(ctx context.Context, c redis.Cmdable) error {
 	var rerr redis.Error
 	switch {
 	case strings.HasPrefix(msg, "ERR Library") && strings.Contains(msg, "already exists"):
-		return nil
+		return checkLoaded(ctx, c)
 	case !errors.As(err, &rerr):
 		return err
 	case strings.HasPrefix(msg, "NOPERM"):
@@ -232,6 +255,31 @@ func loadOn(ctx context.Context, c redis.Cmdable) error {
 		}
 	}
 	return err
+}
+
+// checkLoaded checks that the library of our name on c holds our code. A
+// user allowed FUNCTION LOAD may have loaded other code under the name,
+// which every FCALL would then run with the caller's rights: then, and
+// when the code cannot be read (an ACL without FUNCTION LIST), it is
+// errNoFunctions, so the Driver runs scripts, found by the hash of their
+// own code. A replacement made after this check is not seen (WithFunctions
+// says so).
+func checkLoaded(ctx context.Context, c redis.Cmdable) error {
+	name := strings.TrimPrefix(libraryCode[:strings.IndexByte(libraryCode, '\n')], "#!lua name=")
+	libs, err := c.FunctionList(ctx, redis.FunctionListQuery{LibraryNamePattern: name, WithCode: true}).Result()
+	if err != nil {
+		var rerr redis.Error
+		if errors.As(err, &rerr) {
+			return fmt.Errorf("%w: reading the loaded library: %v", errNoFunctions, err)
+		}
+		return err
+	}
+	for _, l := range libs {
+		if l.Name == name && l.Code == libraryCode {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: the server holds other code under the name %s", errNoFunctions, name)
 }
 
 // refusedCall reports whether err is the server refusing FCALL itself: an

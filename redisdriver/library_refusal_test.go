@@ -88,7 +88,7 @@ func TestOutOfMemoryAnswersAsScriptsDo(t *testing.T) {
 func TestLoadRefusedForNowKeepsFunctions(t *testing.T) {
 	srv := redistest.Start(t, redistest.WithArgs("--maxmemory-policy", "noeviction"))
 	rdb := srv.Client(t)
-	d := newDriver(t, rdb)
+	d := newDriver(t, rdb, WithFunctions())
 	ctx := context.Background()
 	mustAcquire(t, d, "k", "a")
 	if err := rdb.FunctionFlush(ctx).Err(); err != nil {
@@ -120,7 +120,7 @@ func TestOtherErrorsKeepFunctions(t *testing.T) {
 		t.Run("script error on "+name, func(t *testing.T) {
 			srv := redistest.Start(t)
 			rdb := srv.Client(t)
-			d := newDriver(t, rdb)
+			d := newDriver(t, rdb, WithFunctions())
 			ctx := context.Background()
 			mustAcquire(t, d, "warm", "w")
 			if err := rdb.Set(ctx, d.lastKey(name), "x:bad:0:{}", time.Minute).Err(); err != nil {
@@ -144,7 +144,7 @@ func TestOtherErrorsKeepFunctions(t *testing.T) {
 		}
 		rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), Username: "app", Password: "pw"})
 		t.Cleanup(func() { _ = rdb.Close() })
-		d := newDriver(t, rdb)
+		d := newDriver(t, rdb, WithFunctions())
 		mustAcquire(t, d, "ok1", "a")
 		if _, err := d.Acquire(ctx, driver.AcquireRequest{Key: "other", ID: "a", TTL: time.Minute}); err == nil {
 			t.Fatal("acquired a key the ACL forbids")
@@ -193,7 +193,7 @@ func TestClusterSlotMovedToMasterWithoutLibrary(t *testing.T) {
 		return -1
 	}
 	for round := range 3 {
-		d := newDriver(t, newClusterClient(t, nodes))
+		d := newDriver(t, newClusterClient(t, nodes), WithFunctions())
 		key := fmt.Sprintf("moving-%d", round)
 		for i := range 30 { // the client learns the layout; every master gets the library
 			mustAcquire(t, d, fmt.Sprintf("warm-%d-%d", round, i), "w")
@@ -273,7 +273,7 @@ func TestWritesStoppedAnswersAsScriptsDo(t *testing.T) {
 func TestConcurrentMissesLoadOnce(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
-	d := newDriver(t, rdb)
+	d := newDriver(t, rdb, WithFunctions())
 	ctx := context.Background()
 	mustAcquire(t, d, "warm", "w")
 	if err := rdb.FunctionFlush(ctx).Err(); err != nil {

@@ -19,7 +19,7 @@ import (
 func TestPipelineLoadsTheLibrary(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
-	d := newDriver(t, rdb)
+	d := newDriver(t, rdb, WithFunctions())
 	ctx := context.Background()
 	mustAcquire(t, d, "a", "x")
 	mustAcquire(t, d, "b", "y")
@@ -73,7 +73,7 @@ func TestFallsBackToScripts(t *testing.T) {
 			}
 			fcalls := &countFCalls{}
 			rdb.AddHook(fcalls)
-			d := newDriver(t, rdb)
+			d := newDriver(t, rdb, WithFunctions())
 			tok := mustAcquire(t, d, "k", "a")
 			if !d.noFunctions.Load() {
 				t.Fatal("the driver still runs functions")
@@ -103,10 +103,10 @@ func TestFallsBackToScripts(t *testing.T) {
 	// A pipeline is the first call: its calls go again as scripts.
 	srv := redistest.Start(t, redistest.WithArgs("--rename-command", "FCALL", ""))
 	rdb := srv.Client(t)
-	d := newDriver(t, rdb, WithoutFunctions())
+	d := newDriver(t, rdb) // scripts, the default
 	mustAcquire(t, d, "a", "x")
 	mustAcquire(t, d, "b", "y")
-	d = newDriver(t, rdb)
+	d = newDriver(t, rdb, WithFunctions())
 	reqs := []driver.ReleaseRequest{{Key: "a", ID: "x"}, {Key: "b", ID: "y"}}
 	calls := []*call{d.lockReleaseCall(reqs, []int{0}), d.lockReleaseCall(reqs, []int{1})}
 	if err := d.runCalls(context.Background(), calls); err != nil || !d.noFunctions.Load() {
@@ -133,7 +133,7 @@ func TestLibraryNameFollowsTheCode(t *testing.T) {
 	if err := rdb.FunctionLoad(ctx, changed).Err(); err != nil {
 		t.Fatal(err)
 	}
-	d := newDriver(t, rdb)
+	d := newDriver(t, rdb, WithFunctions())
 	mustAcquire(t, d, "k", "a")
 	libs, err := rdb.FunctionList(ctx, redis.FunctionListQuery{}).Result()
 	if err != nil || len(libs) != 2 {
@@ -175,7 +175,7 @@ func (h *countFCalls) count(cmd redis.Cmder) {
 func TestClusterMastersLoadTheLibrary(t *testing.T) {
 	nodes := redistest.StartCluster(t, 3)
 	c := newClusterClient(t, nodes)
-	d := newDriver(t, c)
+	d := newDriver(t, c, WithFunctions())
 	ctx := context.Background()
 	keys := []string{"a", "b", "c", "d", "e", "f"}
 	for _, k := range keys {
@@ -223,7 +223,7 @@ func TestRingShardsLoadTheLibrary(t *testing.T) {
 	a, b := redistest.Start(t), redistest.Start(t)
 	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": a.Addr(), "b": b.Addr()}})
 	t.Cleanup(func() { _ = ring.Close() })
-	d := newDriver(t, ring)
+	d := newDriver(t, ring, WithFunctions())
 	ctx := context.Background()
 	for i := range 20 {
 		k := fmt.Sprint("k", i)

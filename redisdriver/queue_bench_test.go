@@ -16,7 +16,7 @@ import (
 // the name to the head of its queue. The queue stays as long as in the
 // contended benchmark (16 workers): blocks of 15 waiters join a held name,
 // then each holder in turn releases, which grants the next. It runs the
-// steps as functions (the default) and as scripts (WithoutFunctions).
+// steps as functions (WithFunctions) and as scripts (the default).
 //
 //	go test -run '^$' -bench RedisTimeQueue -benchtime 30000x ./redisdriver/
 func BenchmarkRedisTimeQueue(b *testing.B) {
