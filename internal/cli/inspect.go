@@ -272,10 +272,10 @@ func (s *invocation) writeStatus(st lockStatus, jsonOut func(any) error) error {
 	} else if held {
 		j := toJSON(info, now)
 		tw := tabwriter.NewWriter(s.env.Stdout, 0, 0, 2, ' ', 0)
-		fmt.Fprintf(tw, "key:\t%s\n", key)
+		fmt.Fprintf(tw, "key:\t%s\n", shown(key))
 		fmt.Fprintf(tw, "token:\t%d (the holder's own, its DLOCK_TOKEN)\n", info.Token)
-		fmt.Fprintf(tw, "holder:\t%s pid %d\n", info.Owner.Host, info.Owner.PID)
-		fmt.Fprintf(tw, "meta:\t%s\n", info.Owner.Meta)
+		fmt.Fprintf(tw, "holder:\t%s pid %d\n", shown(info.Owner.Host), info.Owner.PID)
+		fmt.Fprintf(tw, "meta:\t%s\n", shown(info.Owner.Meta))
 		fmt.Fprintf(tw, "since:\t%s (held %s)\n", j.Since, roundDur(time.Duration(j.HeldMS)*time.Millisecond))
 		fmt.Fprintf(tw, "ttl left:\t%s\n", roundDur(info.TTL))
 		if err := tw.Flush(); err != nil {
@@ -364,7 +364,7 @@ func holderSummary(ctx context.Context, c *dlock.Client, key string) string {
 
 func describeHolder(info dlock.LockInfo) string {
 	return fmt.Sprintf(" (holder: %s pid %d, token %d, ttl left %s)",
-		info.Owner.Host, info.Owner.PID, info.Token, roundDur(info.TTL))
+		shown(info.Owner.Host), info.Owner.PID, info.Token, roundDur(info.TTL))
 }
 
 func writeJSON(w io.Writer, v any) error {
@@ -382,5 +382,3 @@ func roundDur(d time.Duration) time.Duration {
 	}
 	return d.Round(time.Millisecond)
 }
-
-func oneLine(s string) string { return strings.ReplaceAll(s, "\n", " ") }

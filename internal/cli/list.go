@@ -74,8 +74,8 @@ func listCommand(ctx context.Context, s *invocation, o operatorFlags, args []str
 		tw := tabwriter.NewWriter(s.env.Stdout, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "KEY\tTOKEN\tHOST\tPID\tHELD\tTTL\tMETA")
 		for _, j := range out {
-			fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%s\t%s\t%s\n", j.Key, j.Token, j.Host, j.PID,
-				roundDur(time.Duration(j.HeldMS)*time.Millisecond), roundDur(time.Duration(j.TTLMS)*time.Millisecond), oneLine(j.Meta))
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%s\t%s\t%s\n", shown(j.Key), j.Token, shown(j.Host), j.PID,
+				roundDur(time.Duration(j.HeldMS)*time.Millisecond), roundDur(time.Duration(j.TTLMS)*time.Millisecond), shown(j.Meta))
 		}
 		if err := tw.Flush(); err != nil {
 			return err
@@ -161,15 +161,15 @@ func writeQueueList(w io.Writer, queues []dlock.QueueInfo) error {
 	fmt.Fprintln(tw, "QUEUED\tMODE\tID\tTOKEN\tHOST\tPID\tTTL\tWAITERS\tMETA")
 	for _, q := range queues {
 		if len(q.Holders) == 0 {
-			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t-\t-\t%d\t\n", q.Key, len(q.Waiters))
+			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t-\t-\t%d\t\n", shown(q.Key), len(q.Waiters))
 		}
 		for _, h := range q.Holders {
 			tok := fmt.Sprint(h.Token)
 			if h.Mode == driver.ModePermit {
 				tok = "-" // a permit's token means nothing
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%d\t%s\n", q.Key, modeName(h.Mode), h.ID, tok,
-				h.Owner.Host, h.Owner.PID, roundDur(h.TTL), len(q.Waiters), oneLine(h.Owner.Meta))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%d\t%s\n", shown(q.Key), modeName(h.Mode), shown(h.ID), tok,
+				shown(h.Owner.Host), h.Owner.PID, roundDur(h.TTL), len(q.Waiters), shown(h.Owner.Meta))
 		}
 	}
 	return tw.Flush()

@@ -142,7 +142,7 @@ func inspectQueue(ctx context.Context, c *dlock.Client, key string) (dlock.Queue
 // writeQueueText prints holders and waiters as tables.
 func writeQueueText(w io.Writer, q dlock.QueueInfo) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "key:\t%s\n", q.Key)
+	fmt.Fprintf(tw, "key:\t%s\n", shown(q.Key))
 	fmt.Fprintf(tw, "holders:\t%s\n", countOf(len(q.Holders), "holder"))
 	fmt.Fprintf(tw, "waiters:\t%s\n", countOf(len(q.Waiters), "waiter"))
 	if err := tw.Flush(); err != nil {
@@ -155,8 +155,8 @@ func writeQueueText(w io.Writer, q dlock.QueueInfo) error {
 			if h.Mode == driver.ModePermit {
 				tok = "-" // a permit's token means nothing
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", modeName(h.Mode), h.ID, tok, h.Owner.Host, h.Owner.PID,
-				roundDur(h.TTL), oneLine(h.Owner.Meta))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", modeName(h.Mode), shown(h.ID), tok, shown(h.Owner.Host), h.Owner.PID,
+				roundDur(h.TTL), shown(h.Owner.Meta))
 		}
 	}
 	if len(q.Waiters) > 0 {
@@ -166,8 +166,8 @@ func writeQueueText(w io.Writer, q dlock.QueueInfo) error {
 			if x.Limit > 0 {
 				n = fmt.Sprint(x.Limit)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", modeName(x.Mode), n, x.Owner.Host, x.Owner.PID,
-				roundDur(x.TTL), oneLine(x.Owner.Meta))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", modeName(x.Mode), n, shown(x.Owner.Host), x.Owner.PID,
+				roundDur(x.TTL), shown(x.Owner.Meta))
 		}
 	}
 	return tw.Flush()
