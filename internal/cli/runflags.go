@@ -3,8 +3,10 @@ package cli
 import (
 	"context"
 	"errors"
+	"path/filepath"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/dlockio/dlock"
 )
@@ -54,7 +56,7 @@ func declareRunFlags(f *flagSet) *runOptions {
 		"keep the lock until at least this long after it was acquired, even if COMMAND ends sooner: at most one run starts per window (ShedLock's lockAtLeastFor)")
 	o.grace = f.duration("grace", "", runGrace, false,
 		"time between SIGTERM and SIGKILL to COMMAND's process group, after a lost lock or to what COMMAND left running")
-	o.meta = f.str("meta", "", "TEXT", "free text stored with the lock for operators", "the command line")
+	o.meta = f.str("meta", "", "TEXT", "free text stored with the lock for operators, readable by anyone who can read the store", "\"dlock run: \" and COMMAND's program name, no arguments")
 	// --shared and --permits say what is taken, as -c says what runs: a
 	// variable left exported must not turn an exclusive run into one that
 	// shares, so they have none.
@@ -194,10 +196,22 @@ func splitAtTerminator(f *flagSet, args []string) (head, tail []string, found bo
 	return args, nil, false
 }
 
+// defaultMeta is the meta text of a run without --meta: the program's
+// base name, without any argument. The text is stored for every reader of
+// the store to see, and outlives the run, while arguments are where
+// passwords and tokens go (-pSECRET, --password=...).
 func defaultMeta(argv []string) string {
-	m := "dlock run: " + strings.Join(argv, " ")
-	if len(m) > 200 {
-		m = m[:197] + "..."
+	m := "dlock run: " + filepath.Base(argv[0])
+	if len(m) <= maxDefaultMeta {
+		return m
 	}
-	return m
+	n := maxDefaultMeta - len("...")
+	for n > 0 && !utf8.RuneStart(m[n]) { // cut between runes
+		n--
+	}
+	return m[:n] + "..."
 }
+
+// maxDefaultMeta bounds the default meta text in bytes, as list prints it
+// on every row.
+const maxDefaultMeta = 200
