@@ -96,6 +96,7 @@ type invocation struct {
 	cmd    *command
 	flags  *flagSet // the subcommand's
 	stores []*store // Redis first, then opts.Backends
+	tls    *tlsFlags
 }
 
 // Main runs the dlock command line with args (without the program name)
@@ -111,9 +112,10 @@ func Main(ctx context.Context, args []string, env Env, opts Options) int {
 		return s.fail(err)
 	}
 	s.stores = newStores(opts.Backends, env.Getenv)
+	s.tls = newTLSFlags(env.Getenv)
 	g := newFlagSet("")
-	for _, st := range s.stores {
-		g.add(st.flagSpec())
+	for _, spec := range s.globalFlagSpecs() {
+		g.add(spec)
 	}
 	showVersion := g.boolean("version", "V", "print the version and exit")
 	g.noEnv()
@@ -159,8 +161,8 @@ func (s *invocation) start(c *command) runFunc {
 	s.flags.envOff = c.noEnv
 	switch {
 	case c.stores:
-		for _, st := range s.stores {
-			s.flags.add(st.flagSpec())
+		for _, spec := range s.globalFlagSpecs() {
+			s.flags.add(spec)
 		}
 	case c.name == "demo": // Redis only: the naive lock it shows is Redis's
 		s.flags.add(s.redis().flagSpec())
@@ -224,6 +226,16 @@ const redisHelp = `
   Sentinel URLs also take sentinel_username and sentinel_password; the
   userinfo part authenticates to the master. rediss+sentinel:// and
   rediss+cluster:// use TLS.
+
+Credentials and TLS, for the store in use (also before the command name):
+  --redis-password-file FILE   the password, from FILE ($DLOCK_REDIS_PASSWORD_FILE)
+  --tls-ca FILE                CA certificates to verify the store with ($DLOCK_TLS_CA)
+  --tls-cert FILE, --tls-key FILE   client certificate and key ($DLOCK_TLS_CERT, $DLOCK_TLS_KEY)
+  --tls-insecure-skip-verify   INSECURE: no certificate verification
+  They add password_file=, ca_file=, cert_file=, key_file= and
+  insecure_skip_verify=true to the store's address (options it may also
+  hold itself; insecure_skip_verify needs --tls-insecure-skip-verify).
+  COMMAND does not inherit DLOCK_REDIS or any other store variable.
 `
 
 const exitHelp = `

@@ -46,6 +46,9 @@ type flagSpec struct {
 	// envValue is the variable's value when the environment set the flag
 	// and the command line did not; "" otherwise.
 	envValue string
+	// ownEnv: the variable is read by Main, not by applyEnv (see
+	// globalValue); help shows it all the same.
+	ownEnv bool
 }
 
 // flagSet is a command's flags: a standard flag.FlagSet in which every
@@ -276,7 +279,7 @@ func (f *flagSet) writeHelp(w io.Writer) {
 		if s.def != "" {
 			notes = append(notes, "default "+s.def)
 		}
-		if s.env && !f.envOff {
+		if (s.env || s.ownEnv) && !f.envOff {
 			notes = append(notes, "$"+envName(s.name))
 		}
 		extra := ""

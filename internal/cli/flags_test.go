@@ -136,7 +136,7 @@ func testEveryFlagIsDocumented(t *testing.T, opts Options) {
 				t.Errorf("%s --help does not show --%s", c.name, f.name)
 			}
 			_, isStore := f.value.(*store) // its variable is in its default
-			wantEnv := !findCommand(c.name).noEnv && (f.env || isStore)
+			wantEnv := !findCommand(c.name).noEnv && (f.env || f.ownEnv || isStore)
 			if v := "$" + envName(f.name); wantEnv != strings.Contains(stdout, v) && !(isStore && c.name == "demo") {
 				t.Errorf("%s --help: %s shown=%v, want %v", c.name, v, !wantEnv, wantEnv)
 			}

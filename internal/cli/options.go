@@ -69,15 +69,18 @@ func (o Options) validate() error {
 		}
 	}
 	for _, b := range o.Backends {
+		pw := passwordFileFlag(b.Flag) // declared with it
 		switch {
 		case !flagNameRE.MatchString(b.Flag):
 			return fmt.Errorf("%w: backend flag %q", errOptions, b.Flag)
 		case seen[b.Flag]:
 			return fmt.Errorf("%w: backend flag --%s is already a flag", errOptions, b.Flag)
+		case seen[pw]:
+			return fmt.Errorf("%w: backend flag --%s would declare --%s, already a flag", errOptions, b.Flag, pw)
 		case b.Open == nil:
 			return fmt.Errorf("%w: backend --%s has no Open", errOptions, b.Flag)
 		}
-		seen[b.Flag] = true
+		seen[b.Flag], seen[pw] = true, true
 	}
 	return nil
 }

@@ -99,7 +99,7 @@ func runCommand(ctx context.Context, s *invocation, o *runOptions, args []string
 		return err
 	}
 	sv := &supervisor{env: s.env, lease: lease, argv: argv, grace: *o.grace, sigs: sigs,
-		holdUntil: time.Now().Add(*o.minHold), ttl: *o.ttl}
+		holdUntil: time.Now().Add(*o.minHold), ttl: *o.ttl, dropEnv: s.storeVariables()}
 	err = sv.run()
 	abandoned = sv.abandoned
 	return err

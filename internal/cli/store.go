@@ -20,10 +20,11 @@ var redisBackend = Backend{Flag: redisFlagName, Arg: "URL", Usage: "Redis URL (s
 // store is one store's flag: its value from the command line (before or
 // after the command name) and from its variable, read once by Main.
 type store struct {
-	backend Backend
-	value   string // from the command line
-	set     bool   // value was given on the command line
-	env     string // the variable's value, "" when unset
+	backend  Backend
+	value    string  // from the command line
+	set      bool    // value was given on the command line
+	env      string  // the variable's value, "" when unset
+	password setting // --FLAG-password-file (connflags.go)
 }
 
 func (st *store) String() string {
@@ -62,9 +63,10 @@ func newStores(backends []Backend, getenv func(string) string) []*store {
 	all := append([]Backend{redisBackend}, backends...)
 	out := make([]*store, len(all))
 	for i, b := range all {
-		out[i] = &store{backend: b}
+		out[i] = &store{backend: b, password: setting{name: passwordFileFlag(b.Flag)}}
 		if getenv != nil {
 			out[i].env = getenv(envName(b.Flag))
+			out[i].password.env = getenv(envName(out[i].password.name))
 		}
 	}
 	return out
@@ -112,7 +114,7 @@ func (s *invocation) chosenStore() (*store, error) {
 			names(vars, envName), all, but, names(vars, func(f string) string { return "--" + f }))
 	}
 	r := s.redis()
-	return &store{backend: r.backend, value: defaultRedisURL, set: true}, nil
+	return &store{backend: r.backend, value: defaultRedisURL, set: true, password: r.password}, nil
 }
 
 // openClient returns a Client on the chosen store; closing it closes its
@@ -123,7 +125,11 @@ func (s *invocation) openClient(opts ...dlock.Option) (*dlock.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := st.backend.Open(st.spec(), opts...)
+	spec, err := s.specFor(st)
+	if err != nil {
+		return nil, err
+	}
+	c, err := st.backend.Open(spec, opts...)
 	if err != nil {
 		return nil, &exitError{code: ExitUsage, err: err}
 	}
@@ -144,6 +150,7 @@ func (s *invocation) storeHelp() string {
 			continue
 		}
 		fmt.Fprintf(&b, "  --%s %s   %s ($%s)\n", st.backend.Flag, st.backend.Arg, st.backend.Usage, envName(st.backend.Flag))
+		fmt.Fprintf(&b, "  --%s FILE   its password, from FILE ($%s)\n", st.password.name, envName(st.password.name))
 	}
 	fmt.Fprintf(&b, "One store per command: %s are exclusive. A store given on the command\n", strings.Join(flags, ", "))
 	b.WriteString("line wins over every variable; two variables set and no flag is a usage\nerror. Without either, Redis at its default URL.\n")

@@ -25,6 +25,9 @@ type supervisor struct {
 	// forwarded to what is left of the group, and it also ends --min-hold.
 	lateSig os.Signal
 	ttl     time.Duration
+	// dropEnv are the variables COMMAND does not inherit: the store's
+	// address and credentials are dlock's (see storeVariables).
+	dropEnv []string
 }
 
 // run runs argv under the lease and decides the exit status.
@@ -32,7 +35,7 @@ func (sv *supervisor) run() error {
 	env, lease, argv, grace, sigs := sv.env, sv.lease, sv.argv, sv.grace, sv.sigs
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = env.Stdin, env.Stdout, env.Stderr
-	cmd.Env = append(os.Environ(),
+	cmd.Env = append(withoutVariables(os.Environ(), sv.dropEnv),
 		"DLOCK_KEY="+lease.Key(),
 		"DLOCK_TOKEN="+strconv.FormatUint(lease.Token(), 10))
 	setProcessGroup(cmd)
