@@ -25,7 +25,7 @@ func TestLockAllRedisOneCommand(t *testing.T) {
 	a, b := newLocker(t, srv.Addr()), newLocker(t, srv.Addr())
 	ctx := ctxTimeout(t, 10*time.Second)
 	keys := []string{"order:1", "order:2", "order:3", "order:4"}
-	warm, err := a.LockAll(ctx, keys) // loads the library
+	warm, err := a.LockAll(ctx, keys) // caches the script
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,9 +37,9 @@ func TestLockAllRedisOneCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// One FCALL, which ran one MGET, TIME and a SET per key inside.
+	// One EVALSHA, which ran one MGET, TIME and a SET per key inside.
 	after := commandCalls(t, rdb)
-	want := map[string]int{"fcall": 1, "mget": 1, "time": 1, "set": len(keys), "info": 1}
+	want := map[string]int{"evalsha": 1, "mget": 1, "time": 1, "set": len(keys), "info": 1}
 	for name, n := range after {
 		if d := n - before[name]; d != want[name] {
 			t.Errorf("LockAll of %d keys: %d calls of %s, want %d", len(keys), d, name, want[name])

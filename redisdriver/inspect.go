@@ -3,6 +3,8 @@ package redisdriver
 import (
 	"context"
 	"errors"
+	"math"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -16,8 +18,9 @@ func (d *Driver) Inspect(ctx context.Context, key string) (driver.LockInfo, bool
 	k := d.lockKey(key)
 	var get *redis.StringCmd
 	var pttl *redis.DurationCmd
-	// MULTI/EXEC so that value and TTL are read at the same moment.
-	_, err := d.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+	// Plain reads in one pipeline, a moment apart (see readQueue for why
+	// not MULTI or a script): a key released between them has no TTL left.
+	_, err := d.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		get = p.Get(ctx, k)
 		pttl = p.PTTL(ctx, k)
 		return nil
@@ -25,7 +28,7 @@ func (d *Driver) Inspect(ctx context.Context, key string) (driver.LockInfo, bool
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return driver.LockInfo{}, false, err
 	}
-	if errors.Is(get.Err(), redis.Nil) {
+	if errors.Is(get.Err(), redis.Nil) || pttl.Val() == -2 {
 		return driver.LockInfo{}, false, nil
 	}
 	info := driver.LockInfo{Key: key, TTL: pttl.Val()}
@@ -86,4 +89,61 @@ func escapeGlob(s string) string {
 		b.WriteByte(s[i])
 	}
 	return b.String()
+}
+
+// readQueue reads what InspectQueue shows of the name of lock key k: {
+// lock value or nil, its PTTL, the server's now in ms, waiter ids in order,
+// { member, expiry ms, ... } of P{N}:e, { field, value, ... } of P{N}:d }
+// (queue_lib.lua). Plain reads in one pipeline: no Lua and no MULTI, so
+// that a user allowed only to read dlock's keys (and TIME) can inspect,
+// inspecting changes nothing, and it works with memory full (Redis refuses
+// every command inside MULTI then). The reads are a moment apart, so a
+// grant between them may show the granted waiter nowhere, or its place
+// without a record; InspectQueue skips what does not add up. Expired
+// entries are still on record, and skipped too: what they held up is
+// granted at the next call that touches the name, as always.
+func (d *Driver) readQueue(ctx context.Context, k string) ([]any, error) {
+	var (
+		now  *redis.TimeCmd
+		get  *redis.StringCmd
+		pttl *redis.DurationCmd
+		w    *redis.StringSliceCmd
+		e    *redis.ZSliceCmd
+		data *redis.MapStringStringCmd
+	)
+	_, err := d.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		now = p.Time(ctx)
+		get = p.Get(ctx, k)
+		pttl = p.PTTL(ctx, k)
+		w = p.LRange(ctx, k+":w", 0, -1)
+		e = p.ZRangeWithScores(ctx, k+":e", 0, -1)
+		data = p.HGetAll(ctx, k+":d")
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, err
+	}
+	var v any
+	if get.Err() == nil {
+		v = get.Val()
+	}
+	ids := make([]any, 0, len(w.Val()))
+	for _, id := range w.Val() {
+		ids = append(ids, id)
+	}
+	exps := make([]any, 0, 2*len(e.Val()))
+	for _, z := range e.Val() {
+		if m, ok := z.Member.(string); ok && !math.IsInf(z.Score, 0) {
+			exps = append(exps, m, strconv.FormatInt(int64(z.Score), 10))
+		}
+	}
+	fields := make([]any, 0, 2*len(data.Val()))
+	for f, val := range data.Val() {
+		fields = append(fields, f, val)
+	}
+	ms := pttl.Val().Milliseconds()
+	if pttl.Val() < 0 {
+		ms = int64(pttl.Val()) // -2: no key (released between the reads); -1: no expiry
+	}
+	return []any{v, ms, now.Val().UnixMilli(), ids, exps, fields}, nil
 }

@@ -42,7 +42,7 @@ import (
 // libraryCode is the source FUNCTION LOAD is given.
 var libraryCode = newLibrary([]*script{
 	acquireScript, releaseScript, renewScript, forceReleaseScript, enqueueScript,
-	queueRenewScript, queueReleaseScript, queueInspectScript, acquireAllScript,
+	queueRenewScript, queueReleaseScript, acquireAllScript,
 }, map[*script]bool{
 	releaseScript: true, renewScript: true, forceReleaseScript: true,
 	queueRenewScript: true, queueReleaseScript: true,

@@ -129,17 +129,15 @@ func parseGrant(p string) (driver.Grant, bool) {
 	return driver.Grant{Key: name, ID: id, Token: tok}, true
 }
 
-// InspectQueue implements driver.Queuer with one call of queue_inspect.lua.
+// InspectQueue implements driver.Queuer with the reads of readQueue. The
+// leases and places that expired are not shown.
 func (d *Driver) InspectQueue(ctx context.Context, key string) (driver.QueueInfo, bool, error) {
-	reply, err := d.run(ctx, queueInspectScript, []string{d.lockKey(key)}).Slice()
+	reply, err := d.readQueue(ctx, d.lockKey(key))
 	if err != nil {
 		return driver.QueueInfo{}, false, err
 	}
-	if len(reply) != 6 {
-		return driver.QueueInfo{}, false, fmt.Errorf("queue inspect script: %d answers", len(reply))
-	}
 	info := driver.QueueInfo{Key: key, Holders: []driver.HolderInfo{}, Waiters: []driver.WaiterInfo{}}
-	if v, ok := reply[0].(string); ok {
+	if v, ok := reply[0].(string); ok && reply[1] != int64(-2) {
 		var li driver.LockInfo
 		if err := parseValue(v, &li); err != nil {
 			return driver.QueueInfo{}, false, err
@@ -165,11 +163,16 @@ func (d *Driver) InspectQueue(ctx context.Context, key string) (driver.QueueInfo
 		if err != nil {
 			return driver.QueueInfo{}, false, err
 		}
-		h.TTL = left(id)
+		if h.TTL = left(id); h.TTL <= 0 {
+			continue // expired, still on record until a call settles the name
+		}
 		info.Holders = append(info.Holders, h)
 	}
 	for _, o := range order {
 		id, _ := o.(string)
+		if !strings.HasPrefix(data[id], "W") {
+			continue // its record went, or it was granted between the reads
+		}
 		w, exp, err := parseWaiter(id, data[id])
 		if err != nil {
 			return driver.QueueInfo{}, false, err

@@ -32,8 +32,6 @@ var (
 	queueRenewLua string
 	//go:embed queue_release.lua
 	queueReleaseLua string
-	//go:embed queue_inspect.lua
-	queueInspectLua string
 )
 
 // Codes the scripts answer with; luaConstants hands them to the Lua side.
@@ -90,7 +88,6 @@ var (
 	enqueueScript      = newScript("enqueue", queueLibLua, enqueueLua)
 	queueRenewScript   = newScript("queue_renew", queueLibLua, queueRenewLua)
 	queueReleaseScript = newScript("queue_release", queueLibLua, queueReleaseLua)
-	queueInspectScript = newScript("queue_inspect", queueLibLua, queueInspectLua)
 )
 
 // script is a Lua script with its SHA1, run as EVALSHA, and EVAL with the
