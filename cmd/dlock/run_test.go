@@ -226,8 +226,9 @@ func TestRunForwardsSignals(t *testing.T) {
 	dir := t.TempDir()
 	ready, during := filepath.Join(dir, "ready"), filepath.Join(dir, "during")
 	// On SIGTERM the command checks that it still holds the lock, then
-	// exits 3: dlock must pass that on and release only afterwards.
-	script := `trap '"$DLOCK_BIN" status sig > ` + during + `; echo "rc=$?" >> ` + during + `; exit 3' TERM
+	// exits 3: dlock must pass that on and release only afterwards. The
+	// nested dlock is given the store: COMMAND does not inherit DLOCK_REDIS.
+	script := `trap '"$DLOCK_BIN" --redis ` + url + ` status sig > ` + during + `; echo "rc=$?" >> ` + during + `; exit 3' TERM
 echo ready > ` + ready + `
 sleep 60 & wait`
 	p := start(t, url, "run", "sig", "--", "sh", "-c", script)
