@@ -12,11 +12,11 @@ import (
 )
 
 // A holder that died with a waiter queued: once its key expires, status
-// and list report the lock the way the next command will find it, held by
-// that waiter. Reading the queue is what grants it (Redis has no expiry
-// hook); status and list used to read the plain lock first, saw it free,
-// and then handed it on unseen: "not held", exit 1, while run -n found it
-// held.
+// and list show the store as it is, the waiter still waiting, and change
+// nothing (they are plain reads, which a read-only ACL user may run):
+// Redis has no expiry hook, so the grant is made by the next request that
+// touches the name, a live waiter's poke at the holder's expiry or a
+// run -n. status says "not held (1 waiter)", exit 1.
 func TestStatusAndListAfterAHolderExpired(t *testing.T) {
 	t.Parallel()
 	url, admin := server(t)
@@ -39,8 +39,23 @@ func TestStatusAndListAfterAHolderExpired(t *testing.T) {
 			time.Sleep(5 * time.Millisecond)
 		}
 		code, stdout, stderr := dlock(t, url, cmd, key)
-		if code != 0 || !strings.Contains(stdout, "the waiter") {
-			t.Errorf("%s after the holder expired: exit %d, stdout %q, stderr %q; want the waiter's grant", cmd, code, stdout, stderr)
+		want := 0
+		if cmd == "status" {
+			want = 1
+			if !strings.Contains(stdout, "the waiter") || !strings.Contains(stderr, "not held (1 waiter)") {
+				t.Errorf("status after the holder expired: stdout %q, stderr %q; want the waiter, waiting", stdout, stderr)
+			}
+		} else if !strings.Contains(stdout, key) {
+			t.Errorf("list after the holder expired: stdout %q; want the name with its waiter", stdout)
+		}
+		if code != want {
+			t.Errorf("%s after the holder expired: exit %d, want %d (stderr %q)", cmd, code, want, stderr)
+		}
+		if n, err := admin.LLen(ctx, "dlock:{"+key+"}:w").Result(); err != nil || n != 1 || lockHeld(t, admin, key) {
+			t.Errorf("%s changed the store: %d waiters left (%v), lock held %v", cmd, n, err, lockHeld(t, admin, key))
+		}
+		if code, stdout, _ := dlock(t, url, "run", "-n", key, "--", "true"); code == 0 || !lockHeld(t, admin, key) {
+			t.Errorf("run -n after %s: exit %d, %q; want busy, the waiter granted by this request", cmd, code, stdout)
 		}
 	}
 }
