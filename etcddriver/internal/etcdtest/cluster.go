@@ -18,6 +18,16 @@ func Start(t testing.TB) *Member {
 	return StartCluster(t, 1).Members[0]
 }
 
+// StartTLS runs a single-member etcd that serves clients with TLS only,
+// with certs' server certificate, and requires a client certificate
+// signed by certs' authority (--client-cert-auth). Its Addr takes
+// certs.ClientConfig; Client and Leader, which dial without TLS, do not
+// reach it.
+func StartTLS(t testing.TB, certs *Certs) *Member {
+	t.Helper()
+	return startCluster(t, 1, freePorts, certs).Members[0]
+}
+
 // Cluster is a set of members started together.
 type Cluster struct {
 	t       testing.TB
@@ -32,15 +42,16 @@ const startAttempts = 5
 // healthy (a leader is elected).
 func StartCluster(t testing.TB, n int) *Cluster {
 	t.Helper()
-	return startCluster(t, n, freePorts)
+	return startCluster(t, n, freePorts, nil)
 }
 
 // startCluster is StartCluster with the port picker as a parameter, so a
-// test can hand it a port that is taken.
-func startCluster(t testing.TB, n int, pick func(n int) ([]int, error)) *Cluster {
+// test can hand it a port that is taken, and the certificates to serve
+// with (nil: plain).
+func startCluster(t testing.TB, n int, pick func(n int) ([]int, error), certs *Certs) *Cluster {
 	t.Helper()
 	for attempt := 1; ; attempt++ {
-		ms := newMembers(t, n, pick)
+		ms := newMembers(t, n, pick, certs)
 		for _, m := range ms {
 			if err := m.launch(); err != nil {
 				t.Fatalf("etcdtest: start %s: %v", m.name, err)

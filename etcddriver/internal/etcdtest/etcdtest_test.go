@@ -92,7 +92,7 @@ func TestStartClusterRetriesATakenPort(t *testing.T) {
 		}
 		return ps, err
 	}
-	c := startCluster(t, 2, pick)
+	c := startCluster(t, 2, pick, nil)
 	if calls != 2 {
 		t.Errorf("ports picked %d times, want 2 (one retry)", calls)
 	}

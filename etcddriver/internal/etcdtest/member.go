@@ -29,6 +29,7 @@ type Member struct {
 	client  int // client port
 	peer    int // peer port
 	cluster string
+	certs   *Certs // serve clients with TLS and client certificates; nil: plain
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
@@ -82,11 +83,16 @@ func freePorts(n int) ([]int, error) {
 	return ports, nil
 }
 
-func (m *Member) peerURL() string   { return "http://127.0.0.1:" + strconv.Itoa(m.peer) }
-func (m *Member) clientURL() string { return "http://" + m.Addr() }
+func (m *Member) peerURL() string { return "http://127.0.0.1:" + strconv.Itoa(m.peer) }
+func (m *Member) clientURL() string {
+	if m.certs != nil {
+		return "https://" + m.Addr()
+	}
+	return "http://" + m.Addr()
+}
 
 func (m *Member) args() []string {
-	return []string{
+	args := []string{
 		"--name", m.name,
 		"--data-dir", m.dir,
 		"--listen-client-urls", m.clientURL(),
@@ -98,6 +104,11 @@ func (m *Member) args() []string {
 		"--initial-cluster-token", "dlock-test",
 		"--log-level", "warn",
 	}
+	if m.certs != nil {
+		args = append(args, "--cert-file", m.certs.ServerCert, "--key-file", m.certs.ServerKey,
+			"--trusted-ca-file", m.certs.CA, "--client-cert-auth")
+	}
+	return args
 }
 
 // launch starts the process; it does not wait for it to be ready.
@@ -142,6 +153,13 @@ var errGaveUp = errors.New("start abandoned: another member exited")
 func waitHealthy(m *Member, timeout time.Duration, abort <-chan struct{}) error {
 	deadline := time.Now().Add(timeout)
 	client := &http.Client{Timeout: 500 * time.Millisecond}
+	if m.certs != nil {
+		cfg, err := m.certs.clientConfig()
+		if err != nil {
+			return err
+		}
+		client.Transport = &http.Transport{TLSClientConfig: cfg}
+	}
 	var last error
 	for time.Now().Before(deadline) {
 		m.mu.Lock()
@@ -280,7 +298,7 @@ func (m *Member) cleanup() {
 }
 
 // newMembers prepares n members on free ports in fresh data directories.
-func newMembers(t testing.TB, n int, pick func(n int) ([]int, error)) []*Member {
+func newMembers(t testing.TB, n int, pick func(n int) ([]int, error), certs *Certs) []*Member {
 	t.Helper()
 	bin := binary(t)
 	base := t.TempDir()
@@ -293,7 +311,7 @@ func newMembers(t testing.TB, n int, pick func(n int) ([]int, error)) []*Member 
 	for i := range ms {
 		name := "m" + strconv.Itoa(i)
 		ms[i] = &Member{t: t, bin: bin, name: name, dir: filepath.Join(base, name),
-			logPath: filepath.Join(base, name+".log"), client: ports[2*i], peer: ports[2*i+1]}
+			logPath: filepath.Join(base, name+".log"), client: ports[2*i], peer: ports[2*i+1], certs: certs}
 		initial = append(initial, name+"="+ms[i].peerURL())
 	}
 	for _, m := range ms {
