@@ -3,6 +3,18 @@
 // (go.etcd.io/etcd/client/v3). It is a module of its own, so that users of
 // the Redis driver never download gRPC and the etcd client.
 //
+// # Connecting
+//
+// Open and OpenContext take an endpoint spec (see ParseEndpoints): a
+// host:port list, etcd://user:password@host:port,... for etcd's
+// authentication, and a query string for TLS (ca_file, cert_file and
+// key_file for a cluster that wants client certificates,
+// insecure_skip_verify) and for password_file, which keeps the password
+// off command lines. With a user the etcd client authenticates before Open
+// returns, so that wait is bounded (DefaultRequestTimeout, and
+// OpenContext's ctx). Errors never show the password; RedactEndpoints
+// masks it for an application's own messages.
+//
 // # Keys and exclusion
 //
 // A lock named N is the etcd key <prefix>k/N. An acquisition is one Txn:
