@@ -2,6 +2,7 @@ package redisdriver_test
 
 import (
 	"context"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -13,7 +14,7 @@ import (
 )
 
 // The two ACLs docs/security.md publishes, word for word (the test below
-// reads them from there too, so the page and the test cannot drift).
+// checks that the page gives these, so the two cannot drift).
 const (
 	// aclApp may take, renew and release every kind of lease under the
 	// default prefix, wait in queues and be handed a lock, and force a
@@ -53,6 +54,15 @@ func aclUser(t *testing.T, srv *redistest.Server, user, rules string) *redis.Cli
 // the read-only one a Client lists and inspects all of it, and can change
 // nothing.
 func TestPublishedACLs(t *testing.T) {
+	page, err := os.ReadFile("../docs/security.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for user, rules := range map[string]string{"app": aclApp, "ops": aclReadOnly} {
+		if line := "ACL SETUSER " + user + " on >PASSWORD " + rules + "\n"; !strings.Contains(string(page), line) {
+			t.Errorf("docs/security.md does not give the ACL this test checks: %s", line)
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	srv := redistest.Start(t)
@@ -65,7 +75,7 @@ func TestPublishedACLs(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer app.Close()
-	roDrv, err := redisdriver.New(aclUser(t, srv, "ro", aclReadOnly))
+	roDrv, err := redisdriver.New(aclUser(t, srv, "ops", aclReadOnly))
 	if err != nil {
 		t.Fatal(err)
 	}
