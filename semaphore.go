@@ -16,14 +16,12 @@ import (
 // id). A holder that dies gives its permit back within one TTL; nothing
 // has to count it back by hand. Waiters are admitted in arrival order.
 //
-// N travels with each request rather than being stored: an acquisition is
-// granted while fewer than its own N permits are held (and nobody queued
-// before it is still waiting). Changing N is therefore safe while permits
-// are held: growing it admits more holders at once; shrinking it never
-// revokes a held permit — those holders keep their leases until they
-// release them or lose them — and new holders are admitted only once the
-// count has dropped below the new N. Mixing N values on one name works the
-// same way, each caller bounded by its own N.
+// The store keeps N with the name: while permits of the name are held or
+// waited for, an Acquire or TryAcquire with another N fails at once with
+// an error matching ErrLimitMismatch (and ErrInvalidArgument), so that no
+// caller admits more holders than the others allow. Once the name has
+// neither holders nor waiters, the next caller's N is the name's: to
+// change N, let the permits of the old N go first.
 //
 // Permit ids and tokens: a permit is told apart by its Lease.ID, the
 // random owner id the store records it under, which operators see too
@@ -58,7 +56,9 @@ func (s *Semaphore) N() int { return s.n }
 
 // Acquire takes a permit, waiting as long as ctx allows: until fewer than
 // N permits are held and every caller queued before it has been served or
-// has given up. The store grants it in the same step as the release that
+// has given up. It fails with ErrLimitMismatch if the name's permits were
+// taken with another N, and with ErrQueueFull if the queue is at the cap
+// of WithMaxWaiters. The store grants it in the same step as the release that
 // frees a permit, and tells this Client; no polling. Under the context of
 // a permit of this semaphore it takes a second permit; under a lease of
 // the lock or read-write lock of the same name it returns ErrReentry, as
@@ -71,7 +71,8 @@ func (s *Semaphore) Acquire(ctx context.Context, opts ...LockOption) (*Lease, er
 }
 
 // TryAcquire makes one attempt at a permit. It returns ErrNotAcquired when
-// N permits are held or others are queued.
+// N permits are held or others are queued, and ErrLimitMismatch as
+// Acquire does.
 func (s *Semaphore) TryAcquire(ctx context.Context, opts ...LockOption) (*Lease, error) {
 	if err := s.check(); err != nil {
 		return nil, err

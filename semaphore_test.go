@@ -75,8 +75,10 @@ func TestSemaphoreLostPermitCannotReleaseAnother(t *testing.T) {
 	unlock(t, next)
 }
 
-// Shrinking N never revokes a held permit; it only delays new grants until
-// fewer than the new N are held. Growing N admits more at once.
+// N is the name's while its permits are held or waited for: a handle with
+// another N, smaller or larger, is refused with ErrLimitMismatch, waiting
+// or not, and the permits held stay valid; the queue keeps the name's N
+// too; once the name is idle, the next N is the name's.
 func TestSemaphoreChangingN(t *testing.T) {
 	c, _ := newMemClient(t, nil)
 	ctx := ctxTimeout(t, 10*time.Second)
@@ -84,34 +86,41 @@ func TestSemaphoreChangingN(t *testing.T) {
 	for range 3 {
 		held = append(held, got(t)(c.Semaphore("resize", 3).TryAcquire(ctx)))
 	}
-	small := c.Semaphore("resize", 2)
-	if _, err := small.TryAcquire(ctx); !errors.Is(err, dlock.ErrNotAcquired) {
-		t.Fatalf("N=2 with 3 held: %v, want ErrNotAcquired", err)
-	}
-	big := got(t)(c.Semaphore("resize", 5).TryAcquire(ctx))
-	held = append(held, big)
-	for _, l := range held {
-		if l.Err() != nil {
-			t.Fatalf("a held permit ended after N changed: %v", l.Err())
+	for _, n := range []int{2, 5} {
+		if _, err := c.Semaphore("resize", n).TryAcquire(ctx); !errors.Is(err, dlock.ErrLimitMismatch) {
+			t.Fatalf("TryAcquire with N=%d while 3 of N=3 are held: %v, want ErrLimitMismatch", n, err)
+		}
+		if _, err := c.Semaphore("resize", n).Acquire(ctx); !errors.Is(err, dlock.ErrLimitMismatch) {
+			t.Fatalf("Acquire with N=%d while 3 of N=3 are held: %v, want ErrLimitMismatch", n, err)
 		}
 	}
-	unlock(t, held[0])
-	unlock(t, held[1])
-	if _, err := small.TryAcquire(ctx); !errors.Is(err, dlock.ErrNotAcquired) {
-		t.Fatalf("N=2 with 2 held: %v, want ErrNotAcquired", err)
+	for _, l := range held {
+		if l.Err() != nil {
+			t.Fatalf("a held permit ended after a refused N: %v", l.Err())
+		}
 	}
-	// The queue is strictly FIFO: a waiter with the small N at its head
-	// holds back a request with a larger N behind it.
-	wch := acquired(t, func() (*dlock.Lease, error) { return small.Acquire(ctx) })
+	// A waiter keeps the name's N while the permits go.
+	wch := acquired(t, func() (*dlock.Lease, error) { return c.Semaphore("resize", 3).Acquire(ctx) })
 	waitInQueue(t, c, "resize", 1)
-	if _, err := c.Semaphore("resize", 5).TryAcquire(ctx); !errors.Is(err, dlock.ErrNotAcquired) {
-		t.Fatalf("N=5 behind a queued N=2 waiter: %v, want ErrNotAcquired", err)
+	for _, l := range held {
+		unlock(t, l)
 	}
-	unlock(t, held[2])
-	unlock(t, receive(t, wch, "the N=2 waiter"))
-	p := got(t)(small.TryAcquire(ctx))
-	unlock(t, p)
-	unlock(t, big)
+	if _, err := c.Semaphore("resize", 5).TryAcquire(ctx); !errors.Is(err, dlock.ErrLimitMismatch) {
+		t.Fatalf("N=5 while the N=3 waiter's permit is held: %v, want ErrLimitMismatch", err)
+	}
+	unlock(t, receive(t, wch, "the N=3 waiter"))
+	// Idle: N=5 is the name's now.
+	big := c.Semaphore("resize", 5)
+	held = held[:0]
+	for range 5 {
+		held = append(held, got(t)(big.TryAcquire(ctx)))
+	}
+	if _, err := big.TryAcquire(ctx); !errors.Is(err, dlock.ErrNotAcquired) {
+		t.Fatalf("a sixth permit of N=5: %v, want ErrNotAcquired", err)
+	}
+	for _, l := range held {
+		unlock(t, l)
+	}
 }
 
 // A holder whose process died (its store connection fails from then on,

@@ -2,6 +2,8 @@ package driver
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strconv"
 	"time"
 )
@@ -69,6 +71,18 @@ type Queuer interface {
 	InspectQueue(ctx context.Context, key string) (info QueueInfo, ok bool, err error)
 }
 
+// ErrQueueFull is Enqueue's error for a waiting request refused because
+// its name already has QueueRequest.MaxWaiters waiters. It is not an
+// invalid argument: the same request may be queued once fewer wait.
+// dlock.ErrQueueFull is the same value.
+var ErrQueueFull = errors.New("dlock: queue full")
+
+// ErrLimitMismatch is Enqueue's error for a ModePermit request whose Limit
+// is not the one of the name's permit holders and waiters (see
+// QueueRequest.Limit). It matches ErrInvalid too: the caller's limit is
+// wrong for the name. dlock.ErrLimitMismatch is the same value.
+var ErrLimitMismatch = fmt.Errorf("%w: permit limit differs from the one the name's permits were taken with", ErrInvalid)
+
 // Mode is what a queued request asks for.
 type Mode uint8
 
@@ -112,11 +126,18 @@ type QueueRequest struct {
 	TTL   time.Duration // of the lease and of the waiter place; a multiple of TTLUnit
 	Owner Owner
 	Mode  Mode
-	// Limit is the number of permits for ModePermit (at least 1), counted
-	// against the permit holders at the time of each grant: lowering it
-	// never revokes a held permit, it only delays grants until fewer are
-	// held. Zero for the other modes.
+	// Limit is the number of permits for ModePermit (at least 1). Zero for
+	// the other modes. The store keeps it with the name: while the name has
+	// permit holders or permit waiters, a ModePermit request with another
+	// Limit is refused with ErrLimitMismatch (even one that does not wait);
+	// once it has neither, the next request's Limit becomes the name's.
 	Limit int
+	// MaxWaiters, when positive, caps the name's queue for this request: a
+	// request that would join a queue of MaxWaiters waiters or more is
+	// refused with ErrQueueFull, and not queued. Places that expired and
+	// that the store has not dropped yet may count. A request whose ID
+	// already waits is never refused for it. Zero: no cap.
+	MaxWaiters int
 	// Wait queues the request as a waiter when it cannot be granted now;
 	// without it the request is refused (and never overtakes a waiter).
 	Wait bool

@@ -227,6 +227,7 @@ type mutated struct {
 	list         func(context.Context, string) ([]driver.LockInfo, error)
 	forceRelease func(context.Context, string) (uint64, bool, error)
 	acquireAll   func(context.Context, []driver.AcquireRequest) (driver.AcquireAllResult, error)
+	enqueue      func(context.Context, driver.QueueRequest) (driver.QueueResult, error)
 	// tokenOffset is subtracted by the "counter lost" mutant: the harness
 	// sets it on restarts so that tokens fall back to what the restored
 	// state had issued.
@@ -252,6 +253,13 @@ func (m *mutated) Release(ctx context.Context, reqs []driver.ReleaseRequest) ([]
 		return m.release(ctx, reqs)
 	}
 	return m.Driver.Release(ctx, reqs)
+}
+
+func (m *mutated) Enqueue(ctx context.Context, req driver.QueueRequest) (driver.QueueResult, error) {
+	if m.enqueue != nil {
+		return m.enqueue(ctx, req)
+	}
+	return m.Driver.Enqueue(ctx, req)
 }
 
 func (m *mutated) Renew(ctx context.Context, reqs []driver.RenewRequest) ([]bool, error) {

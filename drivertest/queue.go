@@ -26,6 +26,8 @@ var queueTests = []subtest{
 	{"Inspect", testQueueInspect, true},
 	{"BadInput", testQueueBadInput, true},
 	{"AcquireAll", testQueueAcquireAll, true},
+	{"PermitLimit", testQueuePermitLimit, true},
+	{"MaxWaiters", testQueueMaxWaiters, true},
 }
 
 // qenv is an env with the driver's Queuer and one grant inbox.
@@ -372,10 +374,9 @@ func testQueuePermits(t *testing.T, h Harness) {
 		t.Errorf("repeated Release of a permit: %s, want AlreadyReleased", resultName(r))
 	}
 	g3 := e.takeGrant(p3, driver.ModePermit, 2)
-	// A smaller limit revokes nothing: it only holds back new grants.
-	res := e.enqueue(e.qreq(key, newID(), driver.ModePermit, 1, false, e.ttl(longTTL)))
+	res := e.enqueue(e.qreq(key, newID(), driver.ModePermit, 2, false, e.ttl(longTTL)))
 	if res.Granted {
-		t.Errorf("permit granted with limit 1 while 2 are held")
+		t.Errorf("third permit granted with a limit of 2")
 	}
 	if !e.renewKind(driver.KindPermit, p2, e.ttl(longTTL)) || !e.renewKind(driver.KindPermit, g3, e.ttl(longTTL)) {
 		t.Errorf("held permits not renewable")
@@ -457,6 +458,7 @@ func testQueueBadInput(t *testing.T, h Harness) {
 		"permit limit 0": {Key: key, ID: newID(), TTL: ttl, Mode: driver.ModePermit},
 		"wait, no inbox": {Key: key, ID: newID(), TTL: ttl, Mode: driver.ModeExclusive, Wait: true},
 		"empty id":       {Key: key, TTL: ttl, Mode: driver.ModeExclusive},
+		"max waiters -1": {Key: key, ID: newID(), TTL: ttl, Mode: driver.ModeExclusive, Wait: true, Inbox: e.inbox, MaxWaiters: -1},
 	} {
 		if _, err := e.q.Enqueue(e.ctx, req); !errors.Is(err, driver.ErrInvalid) {
 			t.Errorf("Enqueue with %s: %v, want an error matching driver.ErrInvalid", name, err)

@@ -2,6 +2,7 @@ package drivertest_test
 
 import (
 	"context"
+	"errors"
 
 	"github.com/dlockio/dlock/driver"
 )
@@ -37,6 +38,21 @@ var queueMutants = []mutant{
 				res[i] = one[0]
 			}
 			return res, nil
+		}
+	}},
+	{name: "limit per request", subtests: []string{"Queue/PermitLimit"}, make: func(m *mutated) {
+		m.enqueue = func(ctx context.Context, req driver.QueueRequest) (driver.QueueResult, error) {
+			res, err := m.Driver.Enqueue(ctx, req)
+			if errors.Is(err, driver.ErrLimitMismatch) {
+				return driver.QueueResult{RetryAfter: -1}, nil // refused, as if only the count were checked
+			}
+			return res, err
+		}
+	}},
+	{name: "no queue cap", subtests: []string{"Queue/MaxWaiters"}, make: func(m *mutated) {
+		m.enqueue = func(ctx context.Context, req driver.QueueRequest) (driver.QueueResult, error) {
+			req.MaxWaiters = 0
+			return m.Driver.Enqueue(ctx, req)
 		}
 	}},
 }

@@ -276,6 +276,7 @@ func (d *Driver) stepOnce(ctx context.Context, start time.Time, name string, st 
 
 	var pool *poolLease
 	var keep clientv3.LeaseID // a place to keep alive after the Txn
+	var refused error         // req's refusal, answered once the grants above are made
 	res := driver.QueueResult{RetryAfter: -1}
 	if req != nil {
 		ttl, _ := ttlSeconds(req.TTL)
@@ -290,6 +291,15 @@ func (d *Driver) stepOnce(ctx context.Context, start time.Time, name string, st 
 			res.RetryAfter = occ.retryAfter()
 		default:
 			fits := head == len(st.waiters) && occ.fits(req.Mode, req.Limit)
+			if refused = st.refusal(*req, fits, len(st.waiters)-head); refused != nil {
+				break
+			}
+			if req.Mode == driver.ModePermit || req.MaxWaiters > 0 {
+				// The limit and the cap were checked against the waiters
+				// read: no waiter may have joined since.
+				wp := d.waiterPrefix(name)
+				cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(wp), "<", st.rev+1).WithRange(clientv3.GetPrefixRangeEnd(wp)))
+			}
 			if fits || req.Wait {
 				// What is put now lasts a full TTL from now.
 				if pool, err = d.leases.get(ctx, ttl); err != nil {
@@ -364,8 +374,34 @@ func (d *Driver) stepOnce(ctx context.Context, start time.Time, name string, st 
 			return stepOutcome{}, true, nil // the place expired: queue anew
 		}
 	}
+	if refused != nil {
+		return stepOutcome{}, false, refused
+	}
 	out.res, out.rev = res, st.rev
 	return out, false, nil
+}
+
+// refusal is the error that refuses req, a request of an id that neither
+// holds nor waits, given whether it fits now and how many waiters are left
+// after this step's grants; nil if it may be served. A permit request is
+// refused if its Limit is not the one of the name's permit holders and
+// waiters (driver.QueueRequest.Limit), a waiting one that cannot be
+// granted if the queue has MaxWaiters already.
+func (st queueState) refusal(req driver.QueueRequest, fits bool, waiters int) error {
+	if req.Mode == driver.ModePermit {
+		for _, qs := range [][]queued{st.holders, st.waiters} {
+			for _, q := range qs {
+				if q.v.Mode == driver.ModePermit && q.v.Limit != req.Limit {
+					return fmt.Errorf("%w: etcddriver: %d permits asked of %q, whose holders and waiters have %d",
+						driver.ErrLimitMismatch, req.Limit, req.Key, q.v.Limit)
+				}
+			}
+		}
+	}
+	if req.Wait && !fits && req.MaxWaiters > 0 && waiters >= req.MaxWaiters {
+		return fmt.Errorf("%w: etcddriver: %q has %d waiters", driver.ErrQueueFull, req.Key, waiters)
+	}
+	return nil
 }
 
 // grantOp is the put that makes v a holder on lease: exclusive on the

@@ -118,6 +118,9 @@ func checkQueueRequest(req driver.QueueRequest) (int64, error) {
 	if req.Wait && req.Inbox == "" {
 		return 0, fmt.Errorf("%w: a waiting request needs an inbox", driver.ErrInvalid)
 	}
+	if req.MaxWaiters < 0 {
+		return 0, fmt.Errorf("%w: most waiters %d", driver.ErrInvalid, req.MaxWaiters)
+	}
 	return ttlSeconds(req.TTL)
 }
 

@@ -31,6 +31,7 @@ type queueState struct {
 
 type holderState struct {
 	mode    driver.Mode
+	limit   int // of a permit: the name's limit (see permitLimit)
 	token   uint64
 	owner   driver.Owner
 	expires time.Time
@@ -79,12 +80,21 @@ func (d *Driver) Enqueue(ctx context.Context, req driver.QueueRequest) (driver.Q
 				return driver.QueueResult{Queued: true, RetryAfter: s.retryAfter(req.Key, q, now)}, nil
 			}
 		}
+		if req.Mode == driver.ModePermit {
+			if lim, ok := q.permitLimit(); ok && lim != req.Limit {
+				return driver.QueueResult{}, fmt.Errorf("%w: memdriver: %d permits asked of %q, whose holders and waiters have %d",
+					driver.ErrLimitMismatch, req.Limit, req.Key, lim)
+			}
+		}
 		if (q == nil || len(q.waiters) == 0) && s.fits(req.Key, q, req.Mode, req.Limit, now) {
-			tok := s.grant(req.Key, req.ID, req.Mode, req.Owner, now, exp)
+			tok := s.grant(req.Key, req.ID, req.Mode, req.Limit, req.Owner, now, exp)
 			return driver.QueueResult{Granted: true, Token: tok}, nil
 		}
 		if !req.Wait {
 			return driver.QueueResult{RetryAfter: s.retryAfter(req.Key, q, now)}, nil
+		}
+		if q != nil && req.MaxWaiters > 0 && len(q.waiters) >= req.MaxWaiters {
+			return driver.QueueResult{}, fmt.Errorf("%w: memdriver: %q has %d waiters", driver.ErrQueueFull, req.Key, len(q.waiters))
 		}
 		if q == nil {
 			q = &queueState{holders: make(map[string]holderState)}
@@ -104,8 +114,29 @@ func checkMode(req driver.QueueRequest) error {
 		return fmt.Errorf("%w: memdriver: permit limit %d of key %q", driver.ErrInvalid, req.Limit, req.Key)
 	case req.Wait && req.Inbox == "":
 		return fmt.Errorf("%w: memdriver: waiting request without an inbox for key %q", driver.ErrInvalid, req.Key)
+	case req.MaxWaiters < 0:
+		return fmt.Errorf("%w: memdriver: most waiters %d for key %q", driver.ErrInvalid, req.MaxWaiters, req.Key)
 	}
 	return nil
+}
+
+// permitLimit is the name's permit limit: the Limit its permit holders and
+// permit waiters came with (Enqueue lets in no other), if it has any.
+func (q *queueState) permitLimit() (int, bool) {
+	if q == nil {
+		return 0, false
+	}
+	for _, h := range q.holders {
+		if h.mode == driver.ModePermit {
+			return h.limit, true
+		}
+	}
+	for _, w := range q.waiters {
+		if w.mode == driver.ModePermit {
+			return w.limit, true
+		}
+	}
+	return 0, false
 }
 
 // settle drops the name's expired holders and waiters, grants to the heads
@@ -134,7 +165,7 @@ func (s *store) settle(key string, now time.Time) *queueState {
 		// validity deadline from the send time of the request (enqueue or
 		// renewal) that set that expiry, so the lease it now holds cannot
 		// expire in the store before the deadline the waiter believes in.
-		tok := s.grant(key, w.id, w.mode, w.owner, now, w.expires)
+		tok := s.grant(key, w.id, w.mode, w.limit, w.owner, now, w.expires)
 		s.announce(w.inbox, driver.Grant{Key: key, ID: w.id, Token: tok})
 	}
 	if len(q.holders) == 0 && len(q.waiters) == 0 {
@@ -169,12 +200,13 @@ func (s *store) fits(key string, q *queueState, mode driver.Mode, limit int, now
 	return true
 }
 
-// grant makes id a holder of mode until expires and returns its token.
+// grant makes id a holder of mode (limit: a permit's) until expires and
+// returns its token.
 // Exclusive grants take the next token, as Acquire does; a reader's token
 // is the latest token issued (no exclusive token of this name issued
 // before it is greater, every one issued after is); a permit takes the
 // next token too, only to be unique.
-func (s *store) grant(key, id string, mode driver.Mode, owner driver.Owner, now, expires time.Time) uint64 {
+func (s *store) grant(key, id string, mode driver.Mode, limit int, owner driver.Owner, now, expires time.Time) uint64 {
 	if mode == driver.ModeExclusive {
 		s.last++
 		s.locks[key] = lockState{id: id, token: s.last, owner: owner, since: now, expires: expires}
@@ -190,7 +222,7 @@ func (s *store) grant(key, id string, mode driver.Mode, owner driver.Owner, now,
 		q = &queueState{holders: make(map[string]holderState)}
 		s.queues[key] = q
 	}
-	q.holders[id] = holderState{mode: mode, token: tok, owner: owner, expires: expires}
+	q.holders[id] = holderState{mode: mode, limit: limit, token: tok, owner: owner, expires: expires}
 	return tok
 }
 

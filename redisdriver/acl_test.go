@@ -23,8 +23,8 @@ const (
 		"+evalsha +eval +subscribe +unsubscribe " +
 		"+get +set +del +exists +mget +pttl +pexpire +pexpireat +rename +time " +
 		"+hget +hset +hsetnx +hdel +hmget +hincrby " +
-		"+lindex +lpop +lpush +lrem +rpop +rpush " +
-		"+zadd +zcard +zrange +zrangebyscore +zrem +zremrangebyscore +zscore +publish"
+		"+lrange +lpos +lpop +lpush +lrem +rpop +rpush " +
+		"+zadd +zcard +zrange +zrangebyscore +zrem +zscore +publish"
 	// aclReadOnly may read dlock's keys and nothing else: dlock list and
 	// dlock status. No Lua, no writes, no channels.
 	aclReadOnly = "resetkeys %R~dlock:* resetchannels -@all +hello +auth +ping " +

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/dlockio/dlock/driver"
+	"github.com/redis/go-redis/v9"
 )
 
 var _ driver.Queuer = (*Driver)(nil)
@@ -35,12 +36,16 @@ func (d *Driver) Enqueue(ctx context.Context, req driver.QueueRequest) (driver.Q
 	if req.Wait {
 		wait = "1"
 	}
+	maxWaiters := ""
+	if req.MaxWaiters > 0 {
+		maxWaiters = strconv.Itoa(req.MaxWaiters)
+	}
 	lock := d.lockKey(req.Key)
 	reply, err := d.run(ctx, enqueueScript, []string{lock},
 		idPrefix(req.ID), req.TTL.Milliseconds(), d.valueRest(time.Now(), req.Owner),
-		modeCode(req.Mode)+wait+sep+strconv.Itoa(req.Limit)+sep+req.Inbox).Result()
+		modeCode(req.Mode)+wait+maxWaiters+sep+strconv.Itoa(req.Limit)+sep+req.Inbox).Result()
 	if err != nil {
-		return driver.QueueResult{}, err
+		return driver.QueueResult{}, refusal(req, err)
 	}
 	switch r := reply.(type) {
 	case int64:
@@ -58,6 +63,26 @@ func (d *Driver) Enqueue(ctx context.Context, req driver.QueueRequest) (driver.Q
 	return driver.QueueResult{}, fmt.Errorf("enqueue script: unexpected reply %#v", reply)
 }
 
+// The error replies of enqueue.lua that refuse a request.
+const (
+	replyFull  = "DLOCK_FULL"  // the queue has MaxWaiters waiters
+	replyLimit = "DLOCK_LIMIT" // then the name's permit limit
+)
+
+// refusal turns enqueue.lua's error replies that refuse req into the
+// driver's errors; any other error is returned as it is.
+func refusal(req driver.QueueRequest, err error) error {
+	switch {
+	case redis.HasErrorPrefix(err, replyFull):
+		return fmt.Errorf("%w: redisdriver: %q has %d waiters", driver.ErrQueueFull, req.Key, req.MaxWaiters)
+	case redis.HasErrorPrefix(err, replyLimit):
+		theirs := strings.TrimSpace(strings.TrimPrefix(err.Error(), replyLimit))
+		return fmt.Errorf("%w: redisdriver: %d permits asked of %q, whose holders and waiters have %s",
+			driver.ErrLimitMismatch, req.Limit, req.Key, theirs)
+	}
+	return err
+}
+
 func checkQueueRequest(req driver.QueueRequest) error {
 	if err := checkID(req.ID); err != nil {
 		return err
@@ -70,6 +95,8 @@ func checkQueueRequest(req driver.QueueRequest) error {
 		return fmt.Errorf("%w: redisdriver: unknown mode %v", driver.ErrInvalid, req.Mode)
 	case req.Mode == driver.ModePermit && req.Limit < 1:
 		return fmt.Errorf("%w: redisdriver: permit limit %d", driver.ErrInvalid, req.Limit)
+	case req.MaxWaiters < 0:
+		return fmt.Errorf("%w: redisdriver: most waiters %d", driver.ErrInvalid, req.MaxWaiters)
 	case req.Wait && (req.Inbox == "" || strings.Contains(req.Inbox, sep)):
 		return fmt.Errorf("%w: redisdriver: inbox %q (must be non-empty, without %q)", driver.ErrInvalid, req.Inbox, sep)
 	}

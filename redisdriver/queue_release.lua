@@ -23,12 +23,14 @@ for i = 1, #KEYS do
       redis.call('HINCRBY', K.d, '#h', -1)
       exp = redis.call('ZSCORE', K.e, id)
       redis.call('ZREM', K.e, id)
+      redis.call('HDEL', K.d, id)
     else
-      redis.call('LREM', K.w, 1, id)
       local _
       _, exp = q_waiter(rec)
+      -- Out of the queue; deep in a long one, its record stays, expired,
+      -- until its entry reaches an end (q_unqueue).
+      Q.unqueue(K, id, rec, now)
     end
-    redis.call('HDEL', K.d, id)
     redis.call('HSET', K.d, 'r:' .. id, '')
     redis.call('ZADD', K.e, exp, 'r:' .. id)
     res[i] = '__RELEASED__'
