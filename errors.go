@@ -44,4 +44,16 @@ var (
 	ErrInvalidKey = fmt.Errorf("%w: key", ErrInvalidArgument)
 	// ErrInvalidTTL: TTL below the driver's minimum, or otherwise unusable.
 	ErrInvalidTTL = fmt.Errorf("%w: ttl", ErrInvalidArgument)
+	// ErrQueueFull: a queued acquisition (the fair Lock, RWMutex,
+	// Semaphore) that had to wait found as many waiters in the name's queue
+	// as WithMaxWaiters (or WithDefaultMaxWaiters) allows, and was not
+	// queued. The error matches ErrNotAcquired too: the name is busy, and
+	// the store answered; it is not a backend failure. It is the same value
+	// as driver.ErrQueueFull, which drivers return.
+	ErrQueueFull = driver.ErrQueueFull
+	// ErrLimitMismatch: a Semaphore's permit was asked for with another N
+	// than the permits held or waited for on that name were (see
+	// Semaphore). It matches ErrInvalidArgument, and is the same value as
+	// driver.ErrLimitMismatch.
+	ErrLimitMismatch = driver.ErrLimitMismatch
 )

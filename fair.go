@@ -71,9 +71,11 @@ func (c *Client) acquireFIFO(ctx context.Context, req driver.AcquireRequest, lc 
 	if !c.e.SupportsQueue() {
 		return nil, fmt.Errorf("%w: FIFO lock of %q: the driver has no queued leases", ErrUnsupported, req.Key)
 	}
-	qreq := driver.QueueRequest{Key: req.Key, TTL: req.TTL, Owner: req.Owner, Mode: driver.ModeExclusive}
+	qreq := driver.QueueRequest{Key: req.Key, TTL: req.TTL, Owner: req.Owner, Mode: driver.ModeExclusive,
+		MaxWaiters: c.maxWaiters(lc)}
 	if try {
 		return c.e.TryAcquireQueued(ctx, qreq, lc.watchdog)
 	}
-	return c.e.AcquireQueued(ctx, qreq, lc.watchdog)
+	h, err := c.e.AcquireQueued(ctx, qreq, lc.watchdog)
+	return h, queueRefusal("lock", req.Key, err)
 }

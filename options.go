@@ -34,6 +34,7 @@ type clientConfig struct {
 	meta       string
 	retryDelay time.Duration
 	observer   Observer
+	maxWaiters int              // WithDefaultMaxWaiters; 0 for no cap
 	now        func() time.Time // monotonic-bearing clock; replaced in tests
 }
 
@@ -88,15 +89,35 @@ func WithRenewRetryDelay(d time.Duration) Option {
 	}
 }
 
+// WithDefaultMaxWaiters caps the store's queue of a name for this
+// Client's queued acquisitions that wait (the fair Lock, RWMutex.Lock and
+// RLock, Semaphore.Acquire), unless a call passes WithMaxWaiters: one that
+// finds n waiters or more queued on the name, of any Client, fails at once
+// with an error matching ErrQueueFull (and ErrNotAcquired) instead of
+// joining them. It bounds how long a queue this Client's callers make
+// the store keep, and how long they would wait behind it. Default 0: no
+// cap. A negative n is ErrInvalidArgument. On Redis, places of waiters
+// that died may count until the store drops them (docs/fair-lock.md).
+func WithDefaultMaxWaiters(n int) Option {
+	return func(c *clientConfig) error {
+		if n < 0 {
+			return fmt.Errorf("%w: most waiters %d", ErrInvalidArgument, n)
+		}
+		c.maxWaiters = n
+		return nil
+	}
+}
+
 // LockOption configures one Lock or TryLock call.
 type LockOption func(*lockConfig) error
 
 type lockConfig struct {
-	ttl       time.Duration
-	watchdog  bool
-	meta      *string
-	noReentry bool     // WithoutReentry (reentrant.go)
-	fifo      fifoMode // WithFIFO, WithoutFIFO (fair.go)
+	ttl        time.Duration
+	watchdog   bool
+	meta       *string
+	noReentry  bool     // WithoutReentry (reentrant.go)
+	fifo       fifoMode // WithFIFO, WithoutFIFO (fair.go)
+	maxWaiters *int     // WithMaxWaiters; nil for the Client's default
 }
 
 // WithTTL sets the lock's TTL for this call. With the watchdog on (the
@@ -126,6 +147,24 @@ func WithMeta(text string) LockOption {
 			return fmt.Errorf("%w: owner meta of %d bytes, more than %d", ErrInvalidArgument, len(text), MaxMetaLen)
 		}
 		c.meta = &text
+		return nil
+	}
+}
+
+// WithMaxWaiters caps the store's queue of the name for this call, in
+// place of the Client's WithDefaultMaxWaiters: a queued acquisition that
+// has to wait and finds n waiters or more queued fails at once with an
+// error matching ErrQueueFull (and ErrNotAcquired). 0 lifts the Client's
+// cap. A negative n is ErrInvalidArgument. It applies to the acquisitions
+// that queue in the store (the fair Lock, RWMutex, Semaphore); a plain
+// Lock (WithoutFIFO, or etcd's default) keeps no queue there, and TryLock
+// never waits.
+func WithMaxWaiters(n int) LockOption {
+	return func(c *lockConfig) error {
+		if n < 0 {
+			return fmt.Errorf("%w: most waiters %d", ErrInvalidArgument, n)
+		}
+		c.maxWaiters = &n
 		return nil
 	}
 }

@@ -2,6 +2,7 @@ package dlock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/dlockio/dlock/driver"
@@ -96,5 +97,27 @@ func (c *Client) acquireQueued(ctx context.Context, q queued, opts []LockOption)
 			return l, err
 		}
 	}
-	return c.sendQueued(ctx, q, req, lc, head)
+	l, err := c.sendQueued(ctx, q, req, lc, head)
+	return l, queueRefusal(q.mode.String(), q.name, err)
+}
+
+// maxWaiters is the queue cap of an acquisition with lc: WithMaxWaiters,
+// else the Client's WithDefaultMaxWaiters.
+func (c *Client) maxWaiters(lc lockConfig) int {
+	if lc.maxWaiters != nil {
+		return *lc.maxWaiters
+	}
+	return c.cfg.maxWaiters
+}
+
+// queueRefusal returns err, of a queued acquisition (what) of name, with a
+// full queue told apart. The engine reports every driver error that is not
+// invalid input as a backend failure; a full queue is none: the store
+// answered that the name is busy and has as many waiters as the caller
+// accepts, so it matches ErrQueueFull and ErrNotAcquired, not ErrBackend.
+func queueRefusal(what, name string, err error) error {
+	if err == nil || !errors.Is(err, ErrQueueFull) {
+		return err
+	}
+	return fmt.Errorf("dlock: %s %q: %w (%w)", what, name, ErrQueueFull, ErrNotAcquired)
 }

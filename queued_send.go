@@ -25,7 +25,8 @@ func (c *Client) sendQueued(ctx context.Context, q queued, req driver.AcquireReq
 	if !c.e.SupportsQueue() {
 		return nil, fmt.Errorf("dlock: %s %q: %w", q.mode, q.name, ErrUnsupported)
 	}
-	qr := driver.QueueRequest{Key: q.name, TTL: req.TTL, Owner: req.Owner, Mode: q.mode.driverMode(), Limit: q.limit}
+	qr := driver.QueueRequest{Key: q.name, TTL: req.TTL, Owner: req.Owner, Mode: q.mode.driverMode(), Limit: q.limit,
+		MaxWaiters: c.maxWaiters(lc)}
 	var h *engine.Hold
 	var err error
 	if q.wait {
