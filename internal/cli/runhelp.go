@@ -29,8 +29,9 @@ so a stream of --shared runs does not starve a plain one. DLOCK_TOKEN is
 then the write epoch the reader sees (see docs/rwlock.md), not a token of
 its own. --permits N (-p N) takes one of N permits of the semaphore KEY:
 at most N such runs hold KEY at once, in arrival order; DLOCK_TOKEN then
-means nothing (status shows each permit's id). Runs that ask with another N
-are each bounded by their own N; a smaller N never ends a running one.
+means nothing (status shows each permit's id). N is the name's while it has
+permits or waiters: a run that asks with another N then is refused (exit
+64); once the name is idle, the next run's N applies.
 Every reader and permit is a lease of its own, renewed, and lost, like the
 lock.
 
