@@ -91,8 +91,9 @@ func TestRunPermits(t *testing.T) {
 	if code != 75 || !strings.Contains(stderr, "all 2 permits held") {
 		t.Fatalf("third of 2 permits: %d %q, want 75", code, stderr)
 	}
-	if code, _, stderr := dlock(t, url, "run", "-n", "--permits", "3", "encoders", "--", "true"); code != 0 {
-		t.Fatalf("a run with N=3 while 2 are held: %d %q, want 0", code, stderr)
+	// N is the name's while it has permits: another N cannot get past it.
+	if code, _, stderr := dlock(t, url, "run", "-n", "--permits", "3", "encoders", "--", "true"); code != 64 || !strings.Contains(stderr, "permit limit differs") {
+		t.Fatalf("a run with N=3 while 2 are held: %d %q, want 64, the limit differs", code, stderr)
 	}
 	if c := stop1(); c != 0 {
 		t.Fatalf("holder exited %d", c)
