@@ -169,3 +169,18 @@ func newClusterClient(t *testing.T, nodes []*redistest.Server) *redis.ClusterCli
 	t.Cleanup(func() { _ = c.Close() })
 	return c
 }
+
+// waiterIDs returns the ids of key's waiters in queue order, as
+// InspectQueue reports them.
+func waiterIDs(t *testing.T, d *Driver, key string) []string {
+	t.Helper()
+	info, _, err := d.InspectQueue(context.Background(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, w := range info.Waiters {
+		ids = append(ids, w.ID)
+	}
+	return ids
+}

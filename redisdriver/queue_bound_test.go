@@ -310,15 +310,7 @@ func TestDeepWaiterLeavesInBoundedTime(t *testing.T) {
 	if r, err := d.Release(ctx, []driver.ReleaseRequest{{Kind: driver.KindWaiter, Key: "k", ID: "cancels"}}); err != nil || r[0] != driver.AlreadyReleased {
 		t.Errorf("repeated release of the deep place: %v, %v; want AlreadyReleased", r, err)
 	}
-	info, _, err := d.InspectQueue(ctx, "k")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ids []string
-	for _, w := range info.Waiters {
-		ids = append(ids, w.ID)
-	}
-	if fmt.Sprint(ids) != "[first last]" {
+	if ids := waiterIDs(t, d, "k"); fmt.Sprint(ids) != "[first last]" {
 		t.Errorf("waiters %v, want [first last]: the places given up are out of the queue", ids)
 	}
 	// A request of its id that does not wait is refused, not queued (a

@@ -48,15 +48,7 @@ func TestPlaceExpiredBehindALiveHead(t *testing.T) {
 	}
 	order := func() []string {
 		t.Helper()
-		info, _, err := d.InspectQueue(ctx, "k")
-		if err != nil {
-			t.Fatal(err)
-		}
-		var ids []string
-		for _, w := range info.Waiters {
-			ids = append(ids, w.ID)
-		}
-		return ids
+		return waiterIDs(t, d, "k")
 	}
 	mustAcquire(t, d, "k", "holder")
 	enqueue("a", long)
