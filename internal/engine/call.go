@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -13,51 +14,71 @@ import (
 // A driver that is not ContextAware (go-redis without ContextTimeoutEnabled
 // ignores deadlines, and no go-redis client aborts a read on cancellation)
 // is called on another goroutine (callers.go), which call abandons when ctx
-// ends first. The abandoned call still completes; late, if set, then sees its
-// outcome — an acquisition uses it to release a lock that nobody will use.
-// Abandoned calls count as ops, so Close waits for them before the
-// application closes the store client under them.
+// ends or the engine closes first. The abandoned call still completes; late,
+// if set, then sees its outcome — an acquisition uses it to release a lock
+// that nobody will use. Abandoned calls count as ops, so Close waits for
+// them before the application closes the store client under them.
+//
+// There, f gets the caller's values with the engine's cancellation: the
+// caller does not wait for f past its own ctx, and deriving a context that
+// ends with either costs allocations on every call (docs/benchmarks.md).
 func call[T any](e *Engine, ctx context.Context, f func(context.Context) (T, error), late func(T, error)) (T, error) {
 	if ctx.Done() == nil {
 		// Only Close can interrupt this call: use the engine's context, with
 		// the caller's values.
 		return f(valuesOf{ctx, e.ctx})
 	}
-	ctx, stop := e.bind(ctx)
-	defer stop()
 	if e.caps.ContextAware {
+		ctx, stop := e.bind(ctx)
+		defer stop()
 		return f(ctx)
 	}
-	type outcome struct {
-		v   T
-		err error
-	}
-	// state: 0 running, 1 answered, 2 abandoned. Whoever moves it first
-	// owns the outcome.
-	var state atomic.Int32
-	done := make(chan outcome, 1)
+	p := &pending[T]{ctx: valuesOf{ctx, e.ctx}, f: f, late: late, done: make(chan outcome[T], 1), ops: &e.ops}
 	e.ops.Add(1) // the caller holds an op, so Close cannot be waiting yet
-	e.callers.run(func() {
-		defer e.ops.Done()
-		v, err := f(ctx)
-		if state.CompareAndSwap(0, 1) {
-			done <- outcome{v, err}
-			return
-		}
-		if late != nil {
-			late(v, err)
-		}
-	})
+	e.callers.run(p)
+	var cause error
 	select {
-	case o := <-done:
+	case o := <-p.done:
 		return o.v, o.err
 	case <-ctx.Done():
-		if state.CompareAndSwap(0, 2) {
-			var zero T
-			return zero, context.Cause(ctx)
-		}
-		o := <-done // answered just now
-		return o.v, o.err
+		cause = context.Cause(ctx)
+	case <-e.ctx.Done():
+		cause = ErrClosed
+	}
+	if p.state.CompareAndSwap(0, 2) {
+		var zero T
+		return zero, cause
+	}
+	o := <-p.done // answered just now
+	return o.v, o.err
+}
+
+// pending is a driver call that call runs on a caller goroutine.
+type pending[T any] struct {
+	ctx  context.Context
+	f    func(context.Context) (T, error)
+	late func(T, error)
+	done chan outcome[T] // buffered: the answer never waits for the caller
+	ops  *sync.WaitGroup
+	// state: 0 running, 1 answered, 2 abandoned. Whoever moves it first
+	// owns the outcome.
+	state atomic.Int32
+}
+
+type outcome[T any] struct {
+	v   T
+	err error
+}
+
+func (p *pending[T]) run() {
+	defer p.ops.Done()
+	v, err := p.f(p.ctx)
+	if p.state.CompareAndSwap(0, 1) {
+		p.done <- outcome[T]{v, err}
+		return
+	}
+	if p.late != nil {
+		p.late(v, err)
 	}
 }
 

@@ -25,19 +25,23 @@ const (
 // take itself out of that count; if every idle caller is claimed, a send
 // is on its way to it.
 type callers struct {
-	work chan func() // unbuffered
+	work chan job // unbuffered
 	idle atomic.Int32
 	stop chan struct{}
 	wg   sync.WaitGroup
 }
 
+// job is a driver call to run: a *pending (call.go), which is already on
+// the heap, so passing it costs no allocation, as a closure would.
+type job interface{ run() }
+
 func newCallers() *callers {
-	return &callers{work: make(chan func()), stop: make(chan struct{})}
+	return &callers{work: make(chan job), stop: make(chan struct{})}
 }
 
 // run runs f on an idle caller, or on a new one. The engine calls it under
 // an op, so never after close.
-func (c *callers) run(f func()) {
+func (c *callers) run(f job) {
 	for n := c.idle.Load(); n > 0; n = c.idle.Load() {
 		if c.idle.CompareAndSwap(n, n-1) {
 			c.work <- f // the claimed caller is waiting, or about to
@@ -48,11 +52,11 @@ func (c *callers) run(f func()) {
 	go c.loop(f)
 }
 
-func (c *callers) loop(f func()) {
+func (c *callers) loop(f job) {
 	defer c.wg.Done()
 	var timer *time.Timer
 	for {
-		f()
+		f.run()
 		if !c.becomeIdle() {
 			return
 		}

@@ -23,12 +23,12 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 func TestCallersReuseTheirGoroutines(t *testing.T) {
 	c := newCallers()
 	done := make(chan int32, 1)
-	c.run(func() { done <- c.idle.Load() })
+	c.run(jobFunc(func() { done <- c.idle.Load() }))
 	if idle := <-done; idle != 0 {
 		t.Fatalf("%d idle callers during the first call", idle)
 	}
 	waitUntil(t, "the first caller to idle", func() bool { return c.idle.Load() == 1 })
-	c.run(func() { done <- c.idle.Load() })
+	c.run(jobFunc(func() { done <- c.idle.Load() }))
 	if idle := <-done; idle != 0 {
 		t.Fatalf("%d idle callers during the second call: it did not take the idle one", idle)
 	}
@@ -50,11 +50,11 @@ func TestCallersKeepABoundedNumberIdle(t *testing.T) {
 	finished.Add(n)
 	block := make(chan struct{})
 	for range n {
-		c.run(func() {
+		c.run(jobFunc(func() {
 			defer finished.Done()
 			started.Done()
 			<-block
-		})
+		}))
 	}
 	started.Wait() // all n run at once: n goroutines
 	close(block)
@@ -62,3 +62,8 @@ func TestCallersKeepABoundedNumberIdle(t *testing.T) {
 	// Each exits or stays idle; those beyond the bound exit.
 	waitUntil(t, "maxIdleCallers idle callers", func() bool { return c.idle.Load() == maxIdleCallers })
 }
+
+// jobFunc makes a function a job.
+type jobFunc func()
+
+func (f jobFunc) run() { f() }
