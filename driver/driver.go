@@ -126,7 +126,10 @@ type Driver interface {
 	// issue the next fencing token.
 	Acquire(ctx context.Context, req AcquireRequest) (AcquireResult, error)
 	// Release frees every lease of reqs still held by its ID, atomically per
-	// lease, and notifies waiters watching those keys. A request of a Kind
+	// lease, and notifies the Watchers following those keys: at least of
+	// every key a waiting Acquire or AcquireAll (Waiting set) was refused
+	// since its lock was taken. A driver may skip the notification of a
+	// key nobody waited for (the Redis driver does). A request of a Kind
 	// the driver does not implement is an error matching ErrInvalid. results[i] answers
 	// reqs[i]. One call costs few round trips however many it carries.
 	Release(ctx context.Context, reqs []ReleaseRequest) (results []ReleaseResult, err error)

@@ -120,6 +120,18 @@ func (e *env) acquire(key string, ttl time.Duration) lease {
 	return lease{key, id, res.Token}
 }
 
+// waitedFor acquires key, as acquire does, and then has a waiter ask for
+// it (a refused Acquire with Waiting set): the release of such a lease is
+// one a driver must notify (driver.Driver.Release).
+func (e *env) waitedFor(key string, ttl time.Duration) lease {
+	e.t.Helper()
+	l := e.acquire(key, ttl)
+	if res := e.try(e.req(key, newID(), ttl)); res.Acquired {
+		e.t.Fatalf("Acquire(%q) of a held lock by another id: acquired", key)
+	}
+	return l
+}
+
 // release sends one Release call and checks it answers every request.
 func (e *env) release(reqs ...driver.ReleaseRequest) []driver.ReleaseResult {
 	e.t.Helper()

@@ -20,13 +20,13 @@ func testWatchRelease(t *testing.T, h Harness) {
 	w := e.watch(rec)
 	e.add(w, k)
 
-	e.releaseOne(e.acquire(k, ttl), driver.Released)
+	e.releaseOne(e.waitedFor(k, ttl), driver.Released)
 	if !rec.wait(k, 1) {
 		t.Fatalf("release of a followed key: no notification within %v", e.wait)
 	}
 	// The notification came after the release: the lock is free (acquire
 	// fails the test otherwise).
-	e.releaseOne(e.acquire(k, ttl), driver.Released)
+	e.releaseOne(e.waitedFor(k, ttl), driver.Released)
 	if !rec.wait(k, 2) {
 		t.Fatalf("second release of a followed key: no notification within %v", e.wait)
 	}
@@ -64,7 +64,7 @@ func testWatchSlowCallback(t *testing.T, h Harness) {
 	const n = 5
 	for i := range n {
 		start := time.Now()
-		e.releaseOne(e.acquire(k, ttl), driver.Released)
+		e.releaseOne(e.waitedFor(k, ttl), driver.Released)
 		if took := time.Since(start); took > e.wait {
 			t.Fatalf("acquire and release %d with a blocked callback took %v", i+1, took)
 		}
@@ -123,7 +123,7 @@ func testWatchRemove(t *testing.T, h Harness) {
 	e.add(w, k)
 	e.add(w, sentinel)
 
-	e.releaseOne(e.acquire(k, ttl), driver.Released)
+	e.releaseOne(e.waitedFor(k, ttl), driver.Released)
 	if !rec.wait(k, 1) {
 		t.Fatalf("release of a followed key: no notification within %v", e.wait)
 	}
@@ -132,9 +132,9 @@ func testWatchRemove(t *testing.T, h Harness) {
 	}
 	e.add(w, e.key("barrier"))
 
-	e.releaseOne(e.acquire(k, ttl), driver.Released)
-	e.releaseOne(e.acquire(unwatched, ttl), driver.Released)
-	e.releaseOne(e.acquire(sentinel, ttl), driver.Released)
+	e.releaseOne(e.waitedFor(k, ttl), driver.Released)
+	e.releaseOne(e.waitedFor(unwatched, ttl), driver.Released)
+	e.releaseOne(e.waitedFor(sentinel, ttl), driver.Released)
 	if !rec.wait(sentinel, 1) {
 		t.Fatalf("release of a followed key: no notification within %v", e.wait)
 	}
@@ -177,7 +177,7 @@ func testWatchClose(t *testing.T, h Harness) {
 	e.closeWithin("Close of a Watcher following a key", w)
 	e.closeWithin("Close of a Watcher never used", unused)
 
-	e.releaseOne(e.acquire(k, e.ttl(longTTL)), driver.Released)
+	e.releaseOne(e.waitedFor(k, e.ttl(longTTL)), driver.Released)
 	if !open.wait(k, 1) {
 		t.Fatalf("release of a key followed by an open Watcher: no notification within %v", e.wait)
 	}

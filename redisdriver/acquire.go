@@ -26,7 +26,8 @@ func (d *Driver) Acquire(ctx context.Context, req driver.AcquireRequest) (driver
 	if req.Waiting {
 		waiting = "1"
 	}
-	reply, err := d.run(ctx, acquireScript, []string{d.lockKey(req.Key), d.lastKey(req.Key), d.lockKey(req.Key) + queueSuffix},
+	lock, last := d.lockAndLast(req.Key)
+	reply, err := d.run(ctx, acquireScript, []string{lock, last, lock + queueSuffix},
 		idPrefix(req.ID), req.TTL.Milliseconds(), d.valueRest(time.Now(), req.Owner), waiting).Result()
 	if err != nil {
 		return driver.AcquireResult{}, err

@@ -3,7 +3,8 @@
 -- KEYS[3] its queue marker (queue_lib.lua)
 -- ARGV[1] id prefix ("<id>" SEP), ARGV[2] ttl ms,
 -- ARGV[3] the rest of the value (SEP "<since ms>" SEP "<owner JSON>"),
--- ARGV[4] '1' when the caller will wait and needs the holder's PTTL
+-- ARGV[4] '1' when the caller will wait and needs the holder's PTTL (it
+-- waits for the release channel: note_waiting in lib.lua)
 -- Returns the token, as a string of digits, when acquired; the holder's
 -- PTTL, an integer, when busy (TTL_UNKNOWN when not asked for). One scalar
 -- reply, and no number formatted in the common case: a table reply and
@@ -21,7 +22,7 @@ if v then
   if ARGV[4] ~= '1' then
     return __TTL_UNKNOWN__
   end
-  return redis.call('PTTL', KEYS[1])
+  return note_waiting(KEYS[1], redis.call('PTTL', KEYS[1]), ARGV[2])
 end
 
 -- A name with queued leases (fair waiters, readers, permits) is not free:
@@ -35,7 +36,7 @@ if queued then
     if ARGV[4] ~= '1' then
       return __TTL_UNKNOWN__
     end
-    return Q.retry_after(K, now)
+    return note_waiting(KEYS[1], Q.retry_after(K, now), ARGV[2])
   end
 end
 

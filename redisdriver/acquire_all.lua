@@ -42,7 +42,7 @@ for i = 1, n do
     end
     local pttl = __TTL_UNKNOWN__
     if ARGV[1] == '1' and not byQueue then
-      pttl = redis.call('PTTL', KEYS[2 * i - 1])
+      pttl = note_waiting(KEYS[2 * i - 1], redis.call('PTTL', KEYS[2 * i - 1]), ARGV[3 * i])
     end
     return {i, pttl}
   end

@@ -20,6 +20,9 @@ type batch struct {
 // leases, all in one pipeline. It hands answer every request's one-digit
 // reply; an error from answer ends the batch, named after its script.
 func (d *Driver) runBatch(ctx context.Context, b batch, answer func(i int, digit byte) error) error {
+	if b.n == 1 {
+		return d.runSingle(ctx, b, answer)
+	}
 	type part struct {
 		cl  *call
 		idx []int
@@ -46,8 +49,8 @@ func (d *Driver) runBatch(ctx context.Context, b batch, answer func(i int, digit
 		calls[i] = p.cl
 	}
 	if len(calls) == 1 {
-		// One script call, the common case (one lease released or renewed):
-		// a pipeline would only add its own work.
+		// One script call (several requests in one slot): a pipeline would
+		// only add its own work.
 		cl := calls[0]
 		cl.reply = d.run(ctx, cl.s, cl.keys, cl.args...)
 		if err := cl.reply.Err(); err != nil {
@@ -66,6 +69,29 @@ func (d *Driver) runBatch(ctx context.Context, b batch, answer func(i int, digit
 				return fmt.Errorf("%s script: %w", p.cl.s.name, err)
 			}
 		}
+	}
+	return nil
+}
+
+// runSingle is runBatch for a batch of one request, the common case (one
+// lease released or renewed): one script call, without grouping by slot
+// or a pipeline, which would only add their own work.
+func (d *Driver) runSingle(ctx context.Context, b batch, answer func(i int, digit byte) error) error {
+	newCall := b.queueCall
+	if b.isLock(0) {
+		newCall = b.lockCall
+	}
+	cl := newCall([]int{0})
+	cl.reply = d.run(ctx, cl.s, cl.keys, cl.args...)
+	if err := cl.reply.Err(); err != nil {
+		return err
+	}
+	digits, err := replyDigits(cl, 1)
+	if err != nil {
+		return err
+	}
+	if err := answer(0, digits[0]); err != nil {
+		return fmt.Errorf("%s script: %w", cl.s.name, err)
 	}
 	return nil
 }

@@ -28,6 +28,7 @@ const (
 	sep           = ":"         // between the fields of a lock value
 	lastSuffix    = ":last"     // after the lock key: the last released lock
 	channelSuffix = ":released" // after the lock key: the release channel
+	waitingSuffix = ":n"        // after the lock key: a plain Lock waits (note_waiting in lib.lua)
 )
 
 // Driver implements driver.Driver, driver.KeyChecker and driver.Inspector
@@ -178,6 +179,13 @@ func checkTTL(ttl time.Duration) error {
 
 func (d *Driver) lockKey(name string) string { return d.prefix + "{" + name + "}" }
 func (d *Driver) lastKey(name string) string { return d.lockKey(name) + lastSuffix }
+
+// lockAndLast returns lockKey(name) and lastKey(name) from one string: the
+// first is the start of the second.
+func (d *Driver) lockAndLast(name string) (lock, last string) {
+	last = d.lastKey(name)
+	return last[:len(last)-len(lastSuffix)], last
+}
 func (d *Driver) channel(name string) string { return d.lockKey(name) + channelSuffix }
 
 // nameFromChannel inverts channel; ok is false for foreign channels.

@@ -27,6 +27,17 @@ func mustAcquire(t *testing.T, d *Driver, key, id string) uint64 {
 	return mustAcquireTTL(t, d, key, id, 10*time.Second)
 }
 
+// mustWaitFor has a waiter ask for the held lock key, as a plain Lock
+// does before it waits: a refused Acquire with Waiting set, which marks
+// the name so that its release is published (note_waiting in lib.lua).
+func mustWaitFor(t *testing.T, d *Driver, key string) {
+	t.Helper()
+	res, err := d.Acquire(context.Background(), driver.AcquireRequest{Key: key, ID: "waiter", TTL: 10 * time.Second, Waiting: true})
+	if err != nil || res.Acquired {
+		t.Fatalf("waiting acquire of the held %q: %+v, %v", key, res, err)
+	}
+}
+
 func mustAcquireTTL(t *testing.T, d *Driver, key, id string, ttl time.Duration) uint64 {
 	t.Helper()
 	res, err := d.Acquire(context.Background(), driver.AcquireRequest{Key: key, ID: id, TTL: ttl})

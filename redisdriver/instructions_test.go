@@ -16,8 +16,10 @@ import (
 )
 
 // TestServerInstructionsPerCycle counts the instructions a redis-server
-// runs for the two steps of a contended fair lock, a waiter joining a held
-// name and a release handing the name to the head (the pattern of
+// runs for an uncontended Lock+Unlock cycle (serialCycles: dlock's, beside
+// a bare SET NX PX and DEL and a cycle shaped like redislock's), and for
+// the two steps of a contended fair lock, a waiter joining a held name and
+// a release handing the name to the head (the pattern of
 // BenchmarkRedisTimeQueue), in both code modes. Instruction counts do not
 // drift with the machine's speed as times do, so small changes to the Lua
 // show. It needs a server run under callgrind, and is skipped without one:
@@ -52,6 +54,7 @@ func TestServerInstructionsPerCycle(t *testing.T) {
 		}
 	}) / n
 	t.Logf("PING: %.0f instructions", ping)
+	serialCycles(t, rdb, n, count)
 	for _, m := range codeModes {
 		d := newDriver(t, rdb, m.opts...)
 		join, handoff := joinAndHandoff(t, d, "k-"+m.name, n, false, count)
@@ -60,6 +63,88 @@ func TestServerInstructionsPerCycle(t *testing.T) {
 		t.Logf("%s: join %.0f, hand-off %.0f, the granted waiter's claim %.0f, cycle %.0f instructions",
 			m.name, join, handoff, claim, join+handoff+claim)
 	}
+}
+
+// serialCycles logs the instructions of one uncontended acquire and
+// release of one name, n times over: dlock's (the fair lock's Enqueue,
+// which Lock sends by default, and the plain Acquire), and two floors
+// measured the same way: "raw", SET NX PX then DEL (no ownership check),
+// and "redislock-shaped", the commands of redislock's two scripts (a SET NX
+// PX in Lua, then GET, compare and DEL in Lua) with a value as long as its
+// token.
+func serialCycles(t *testing.T, rdb *redis.Client, n int, count func(func()) float64) {
+	ctx := context.Background()
+	owner := driver.Owner{Host: "bench-host", PID: 4242}
+	id := func(i int) string { return fmt.Sprintf("serial-%032x", i) }
+	obtain := redis.NewScript(`return redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2])`)
+	release := redis.NewScript(`if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`)
+	token := "AAAAAAAAAAAAAAAAAAAAAA" // 22 characters, as redislock's
+	cycles := []struct {
+		name  string
+		cycle func(i int) error
+	}{
+		{"raw", func(int) error {
+			if err := rdb.SetNX(ctx, "raw", token, time.Hour).Err(); err != nil {
+				return err
+			}
+			return rdb.Del(ctx, "raw").Err()
+		}},
+		{"redislock-shaped", func(int) error {
+			if err := obtain.Run(ctx, rdb, []string{"rl"}, token, 3600000).Err(); err != nil {
+				return err
+			}
+			return release.Run(ctx, rdb, []string{"rl"}, token).Err()
+		}},
+	}
+	for _, m := range codeModes {
+		d := newDriver(t, rdb, m.opts...)
+		cycles = append(cycles, struct {
+			name  string
+			cycle func(i int) error
+		}{"dlock fair, " + m.name, func(i int) error {
+			res, err := d.Enqueue(ctx, driver.QueueRequest{Key: "fair-" + m.name, ID: id(i), TTL: time.Hour, Owner: owner,
+				Mode: driver.ModeExclusive, Inbox: "0123456789abcdef0123456789abcdef"})
+			if err != nil || !res.Granted {
+				return fmt.Errorf("enqueue: %+v, %v", res, err)
+			}
+			return releaseOnce(d, "fair-"+m.name, id(i))
+		}}, struct {
+			name  string
+			cycle func(i int) error
+		}{"dlock plain, " + m.name, func(i int) error {
+			res, err := d.Acquire(ctx, driver.AcquireRequest{Key: "plain-" + m.name, ID: id(i), TTL: time.Hour, Owner: owner})
+			if err != nil || !res.Acquired {
+				return fmt.Errorf("acquire: %+v, %v", res, err)
+			}
+			return releaseOnce(d, "plain-"+m.name, id(i))
+		}})
+	}
+	for _, c := range cycles {
+		for i := range 20 { // warm up: scripts cached
+			if err := c.cycle(-1 - i); err != nil {
+				t.Fatalf("%s: %v", c.name, err)
+			}
+		}
+		var err error
+		per := count(func() {
+			for i := 0; i < n && err == nil; i++ {
+				err = c.cycle(i)
+			}
+		}) / float64(n)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		t.Logf("serial cycle, %s: %.0f instructions", c.name, per)
+	}
+}
+
+// releaseOnce releases key held by id and fails unless it was released.
+func releaseOnce(d *Driver, key, id string) error {
+	res, err := d.Release(context.Background(), []driver.ReleaseRequest{{Key: key, ID: id}})
+	if err != nil || len(res) != 1 || res[0] != driver.Released {
+		return fmt.Errorf("release: %v, %v", res, err)
+	}
+	return nil
 }
 
 // joinAndHandoff runs n waiters, in blocks of 15, through a held name of

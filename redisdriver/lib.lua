@@ -10,6 +10,20 @@
 local SEP = '__SEP__'
 local MAX_TOKEN = '__MAX_TOKEN__' -- 2^53, in digits
 local CHANNEL_SUFFIX = '__CHANNEL_SUFFIX__'
+local WAITING_SUFFIX = '__WAITING_SUFFIX__'
+
+-- note_waiting marks lock as waited for by a plain Lock (one that waits
+-- for the release channel): a release publishes only a name so marked,
+-- which spares the PUBLISH of every release nobody waits for. The mark
+-- lives the holder's PTTL plus the waiter's ttl_ms, so it outlasts the
+-- waiter's fallback timer, which fires at the holder's expiry and asks
+-- again (refreshing it), and then expires by itself. A server out of
+-- memory refuses the mark; the waiter is still told the lock is busy, and
+-- its timer stands in for the notification.
+local function note_waiting(lock, pttl, ttl_ms)
+  redis.pcall('SET', lock .. WAITING_SUFFIX, '1', 'PX', math.max(pttl, 0) + ttl_ms)
+  return pttl
+end
 
 -- owns reports whether lock value v (false for a missing key) belongs to
 -- the owner whose id prefix ("<id>" SEP) is idp. Every ownership check of

@@ -65,8 +65,8 @@ func (d *Driver) Release(ctx context.Context, reqs []driver.ReleaseRequest) ([]d
 func (d *Driver) lockReleaseCall(reqs []driver.ReleaseRequest, idx []int) *call {
 	cl := &call{s: releaseScript, keys: make([]string, 0, 2*len(idx)), args: make([]any, 0, len(idx))}
 	for _, ri := range idx {
-		k := reqs[ri].Key
-		cl.keys = append(cl.keys, d.lockKey(k), d.lastKey(k))
+		lock, last := d.lockAndLast(reqs[ri].Key)
+		cl.keys = append(cl.keys, lock, last)
 		cl.args = append(cl.args, idPrefix(reqs[ri].ID))
 	}
 	return cl

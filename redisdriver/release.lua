@@ -2,9 +2,9 @@
 -- KEYS[2i-1] lock i, KEYS[2i] its last released lock
 -- ARGV[i] owner id prefix of lock i
 -- A release that leaves the name free publishes it, for plain Lock's
--- waiters. (On one server it used to go out as a plain command after the
--- script, in the same pipeline: after every release, so after a hand-off
--- too, where it wakes nobody.)
+-- waiters, when one has marked the name (note_waiting in lib.lua) or the
+-- name has a queue (whose settling may have left it free for them); a
+-- release nobody waits for publishes nothing.
 -- Returns a string of one digit per lock: RELEASED, ALREADY_RELEASED or
 -- NOT_HELD (a string because Redis converts a table reply slowly).
 --
@@ -17,9 +17,10 @@ local res = {}
 local n = #KEYS / 2
 for i = 1, n do
   local lock, last, idp = KEYS[2 * i - 1], KEYS[2 * i], ARGV[i]
-  -- The queue marker and the last release come with the lock in one MGET
-  -- (queue_lib.lua, keep_release in lib.lua).
-  local v, queued, prev = unpack(redis.call('MGET', lock, lock .. ':q', last))
+  -- The queue marker, the last release and the waiting mark come with the
+  -- lock in one MGET (queue_lib.lua, keep_release and note_waiting in
+  -- lib.lua).
+  local v, queued, prev, waited = unpack(redis.call('MGET', lock, lock .. ':q', last, lock .. WAITING_SUFFIX))
   if owns(v, idp) then
     local now, t
     local free = true -- whether the release leaves the name free
@@ -38,7 +39,7 @@ for i = 1, n do
         free = not Q.settle(Q.keys(lock), now, t) and redis.call('EXISTS', lock) == 0
       end
     end
-    if free then
+    if free and (waited or queued) then
       redis.call('PUBLISH', lock .. CHANNEL_SUFFIX, '') -- for plain Lock's waiters
     end
     res[i] = '__RELEASED__'

@@ -20,6 +20,7 @@ func TestBatchedRelease(t *testing.T) {
 	d := newDriver(t, rdb)
 	ctx := context.Background()
 	mustAcquire(t, d, "held", "a")
+	mustWaitFor(t, d, "held")
 	mustAcquire(t, d, "done", "b")
 	mustRelease(t, d, "done", "b")
 	mustAcquire(t, d, "other", "c")
@@ -90,6 +91,7 @@ func testReleaseNotifies(t *testing.T, m codeMode) {
 	}
 	for i, flush := range []bool{true, false} {
 		mustAcquire(t, d, "k", "a")
+		mustWaitFor(t, d, "k")
 		if flush {
 			if err := m.lose(ctx, rdb); err != nil {
 				t.Fatal(err)
@@ -217,6 +219,7 @@ func TestClusterBatchesBySlot(t *testing.T) {
 	for _, k := range keys {
 		slots[slot(d.lockKey(k))] = true
 		mustAcquire(t, d, k, "id-"+k)
+		mustWaitFor(t, d, k)
 		if err := w.Add(ctx, k); err != nil {
 			t.Fatal(err)
 		}
@@ -353,5 +356,35 @@ func TestReleaseThatGrantsDoesNotPublishTheRelease(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A release publishes only a name a plain waiter asked for (note_waiting
+// in lib.lua): one nobody waited for costs no PUBLISH, and the mark a
+// waiter leaves expires by itself.
+func TestReleasePublishesOnlyWhenWaitedFor(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := redistest.NewClient(t, srv.Addr())
+	d := newDriver(t, rdb)
+	ctx := context.Background()
+	publishes := func(wait bool) int {
+		t.Helper()
+		mustAcquireTTL(t, d, "k", "a", 200*time.Millisecond)
+		if wait {
+			mustWaitFor(t, d, "k")
+		}
+		before := commandStats(t, rdb)
+		mustRelease(t, d, "k", "a")
+		return callsSince(t, rdb, before)["publish"]
+	}
+	if n := publishes(false); n != 0 {
+		t.Errorf("release nobody waited for: %d PUBLISH, want none", n)
+	}
+	if n := publishes(true); n != 1 {
+		t.Errorf("release a waiter asked for: %d PUBLISH, want 1", n)
+	}
+	mark := d.lockKey("k") + waitingSuffix
+	if pttl := rdb.PTTL(ctx, mark).Val(); pttl <= 0 || pttl > 10*time.Second+200*time.Millisecond {
+		t.Errorf("the waiting mark's TTL is %v, want at most the holder's TTL left plus the waiter's", pttl)
 	}
 }

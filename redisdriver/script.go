@@ -63,6 +63,7 @@ const (
 var luaConstants = map[string]string{
 	"SEP":              sep,
 	"CHANNEL_SUFFIX":   channelSuffix,
+	"WAITING_SUFFIX":   waitingSuffix,
 	"MAX_TOKEN":        strconv.FormatInt(maxToken, 10),
 	"TTL_UNKNOWN":      strconv.Itoa(ttlUnknown),
 	"RELEASED":         strconv.Itoa(replyReleased),

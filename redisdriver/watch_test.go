@@ -37,6 +37,7 @@ func expectRelease(t *testing.T, d *Driver, got <-chan string, key string, withi
 	for i := 0; time.Now().Before(deadline); i++ {
 		id := "r" + string(rune('a'+i%26))
 		mustAcquire(t, d, key, id)
+		mustWaitFor(t, d, key)
 		mustRelease(t, d, key, id)
 		retry := time.After(50 * time.Millisecond)
 		for waiting := true; waiting; {
