@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -257,10 +258,51 @@ func TestUnlockRetryAfterLostReply(t *testing.T) {
 		t.Fatal("the release did not reach Redis: the scenario did not happen")
 	}
 	proxy.SetLatency(0)
+	// Later holders, of this Client (whose releases tell the store which
+	// earlier release needs no record: not this one, still unanswered) and
+	// of another, take and release the name before the retry.
+	other := newLocker(t, srv.Addr())
+	for _, holder := range []*dlock.Client{c, other, c} {
+		next, err := holder.Lock(ctx, "lost-reply")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := next.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if err := l.Unlock(ctx); err != nil {
 		t.Fatalf("retried Unlock: %v, want nil", err)
 	}
 	if err := l.Unlock(ctx); err != nil {
 		t.Fatalf("third Unlock: %v, want nil", err)
+	}
+}
+
+// A Client that locks a name again and again leaves no record of its
+// releases behind: each release it had the answer to needs none for a
+// retry (driver.ReleaseRequest.Settled), so only the last release's value
+// stays, under :last, for the TTL it had left.
+func TestRepeatedLocksLeaveNoReleaseRecords(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	c := newLocker(t, srv.Addr())
+	ctx := ctxTimeout(t, 10*time.Second)
+	for range 50 {
+		l, err := c.Lock(ctx, "again")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	keys, err := rdb.Keys(ctx, "*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(keys)
+	if want := []string{lockKey("again") + ":last"}; !slices.Equal(keys, want) {
+		t.Errorf("after 50 cycles of one Client the store holds %q, want %q", keys, want)
 	}
 }

@@ -91,6 +91,12 @@ type ReleaseRequest struct {
 	Kind Kind // which primitive's lease; zero for the exclusive lock
 	Key  string
 	ID   string
+	// Settled, when set, is the ID of an earlier lease of Key whose release
+	// the caller has had the answer to: no retry of that release can come
+	// any more, so a driver that keeps proof of past releases for their
+	// retries (AlreadyReleased) need not keep that one. A hint; a driver
+	// may ignore it.
+	Settled string
 }
 
 // ReleaseResult is the outcome of one release.

@@ -7,7 +7,7 @@
 //
 //	dlock:{NAME}            "<id>:<token>:<since ms>:<owner JSON>" while held, expiring with the lock
 //	dlock:{NAME}:last       the value of the last lock released without a hand-off, for the TTL it had left
-//	dlock:{NAME}:r:<id>:    an earlier release's value, for its retry, for the TTL it had left
+//	dlock:{NAME}:r:<id>:    an earlier release's value, for its retry, for the TTL it had left (none once its Client had the answer)
 //	dlock:{NAME}:n          "1" while a plain Lock waits for NAME: about the holder's TTL left plus one TTL
 //	dlock:{NAME}:released   pub/sub channel that wakes waiters (not a key), published only while :n or :q exists
 //

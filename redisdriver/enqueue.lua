@@ -61,7 +61,7 @@ if queued and v and mode ~= MODE_PERMIT then
   if not wait then
     return redis.call('PTTL', lock)
   end
-  if q_join(lock, id, rec_new, exp, ttl, queued, string.sub(req, 3, s - 1)) then
+  if queue_core().join(lock, id, rec_new, exp, ttl, queued, string.sub(req, 3, s - 1)) then
     return QUEUED - redis.call('PTTL', lock)
   end
 end
@@ -82,7 +82,7 @@ end
 local rec, kept = Q.live(K, id, redis.call('HGET', K.d, id), now)
 if rec then
   -- A retry, or a waiter's poke: its place or its grant is extended.
-  q_extend(lock, exp, ttl, x)
+  Q.core.extend(lock, exp, ttl, x)
   if string.sub(rec, 1, 1) == 'H' then
     redis.call('ZADD', K.e, exp, id)
     local a = string.find(rec, SEP, 1, true)
@@ -97,7 +97,7 @@ if kept and wait then
   -- deep in a long queue: its entry is still there, and the waiter, back,
   -- has it again rather than a second one (no waiter behind it moved up
   -- meanwhile: an expired place is dropped only at an end).
-  q_extend(lock, exp, ttl, x)
+  Q.core.extend(lock, exp, ttl, x)
   redis.call('HSET', K.d, id, rec_new)
   return QUEUED - Q.retry_after(K, now)
 end
@@ -123,7 +123,7 @@ end
 if not wait then
   return Q.retry_after(K, now)
 end
-if q_join(lock, id, rec_new, exp, ttl, x, string.sub(req, 3, s - 1)) == nil then
+if Q.core.join(lock, id, rec_new, exp, ttl, x, string.sub(req, 3, s - 1)) == nil then
   return redis.error_reply('DLOCK_FULL')
 end
 if mode == MODE_PERMIT then

@@ -44,7 +44,11 @@ end
 -- same name takes :last over; keep_release first moves the record there
 -- (prev, the value at last; false if none) to a key of the releaser's own,
 -- "<lock>:r:<id>" SEP, with the TTL it had (RENAME keeps it), so that the
--- retry is still recognised (released_by) after the lock moved on.
+-- retry is still recognised (released_by) after the lock moved on. It does
+-- not when the later release names that earlier one settled (its owner
+-- had the answer, so no retry can come: driver.ReleaseRequest.Settled),
+-- which spares a Client that locks one name again and again a RENAME and
+-- a key per cycle.
 local function release_key(lock, idp)
   return lock .. ':r:' .. idp
 end

@@ -16,13 +16,12 @@ import (
 // FCALL. Not the default: see WithFunctions for who else can replace a
 // function, and docs/security.md.
 //
-// Why: a script's top level runs again on every EVALSHA, and lib.lua's and
-// queue_lib.lua's top level is some twenty function definitions, each a
-// closure to create. A library's top level runs once, at load: its
-// functions find the helpers already made. Counted in the server's own
-// instructions, a call that returns at once costs about 17,000 as a
-// function of the library against 32,000 as a script with the prelude
-// (docs/fair-lock.md has the contended cycle's counts).
+// Why: a script's top level runs again on every EVALSHA, and each helper
+// of lib.lua and queue_lib.lua it defines there is a closure to create
+// (scripts define only the helpers they call, and the queue's are made only
+// when a call needs them: see newScript and queue_core). A library's top
+// level runs once, at load: its functions find the helpers already made.
+// docs/benchmarks.md has what either costs the server per cycle.
 //
 // The library's name carries a hash of all its code, so that two versions
 // of the driver on one server each find their own, and a changed script is

@@ -49,30 +49,17 @@
 -- Every redis.call costs Redis up to a microsecond besides the command, and
 -- so does much of what a script does besides: each function and table it
 -- makes (run as a script, not as the function library, it makes its
--- functions anew on every call) and each string it builds. So the two steps of a contended fair lock, a waiter joining a
--- held name (q_join) and a release handing the name to a live exclusive
--- head (q_handoff), are short, take the lock key's name and build only the
--- key names they use. They and what they need are defined here, at the top;
--- the rest of the queue is in queue_lib(), which a script calls only when
--- it needs it.
+-- functions anew on every call, and a function costs the more the more
+-- outer locals it uses) and each string it builds. So the two steps of a
+-- contended fair lock, a waiter joining a held name (q_join) and a release
+-- handing the name to a live exclusive head (q_handoff), are short, take
+-- the lock key's name and build only the key names they use; they and
+-- what they need are in queue_core(), and the rest of the queue in
+-- queue_lib(): a script makes either only when it calls it, so a call on a
+-- name without a queue pays for neither.
 
 local MODE_EXCL, MODE_SHARED, MODE_PERMIT = '1', '2', '3'
 
--- SETTLE_BUDGET is how many entries one script call may visit while it
--- settles names (q_settle): each entry of :w or :e it reads counts one,
--- each grant GRANT_COST (a grant makes about eight calls). Measured on
--- Redis 7.0, a call that spends it all on expired places takes about
--- 1.2 ms (docs/fair-lock.md, "Long queues"): the pause an unrelated client
--- can see, where walking 200,000 of them took 1.2 s. Every name a
--- call settles may spend SETTLE_FLOOR even when the call's budget is gone,
--- so that a name that needs little (a release granting its next waiter) is
--- served in the same batch as a name that needs much.
-local SETTLE_BUDGET, SETTLE_FLOOR, GRANT_COST = 500, 16, 8
--- UNLIST_SCAN is how far from either end of :w a waiter leaving out of
--- turn is looked for (q_unlist); one deeper stays until it reaches an end.
-local UNLIST_SCAN = 1000
--- SWEEP_BATCH caps the entries of :w read in one LRANGE while settling.
-local SWEEP_BATCH = 256
 
 -- q_now_ms is the server clock in whole milliseconds, rounded down, so an
 -- expiry computed from it is at most 1 ms early (ExpiryMargin covers it),
@@ -82,148 +69,180 @@ local function q_now_ms()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000), t
 end
 
--- q_extend makes the queue keys of lock outlive a lease that expires at
--- exp (ms) and returns their expiry. x is their current expiry, the value
--- of :q (false when the queue does not exist), or nil to read it.
--- Extending them to exactly the latest lease's expiry would cost four calls
--- on every join and renewal; they are extended by a quarter of the lease's
--- TTL beyond it instead, so that most calls find them already long enough.
--- So the keys never vanish under a live lease, and outlive the last by at
--- most 1.25 TTL. A new queue's :e and :d get a member each that stays until
--- the queue is deleted ('#' and '#h'), so that Redis never deletes them
--- when they empty and a later write re-creates them without an expiry. :w
--- does empty; q_join and q_handoff give it its expiry when they re-create
--- it. Callers extend before they write.
-local function q_extend(lock, exp, ttl, x)
-  if x == nil then
-    x = redis.call('GET', lock .. ':q')
-  end
-  local cur = tonumber(x or '0')
-  if exp <= cur then
-    return cur
-  end
-  local e, d = lock .. ':e', lock .. ':d'
-  if cur == 0 then
-    redis.call('ZADD', e, '+inf', '#')
-    redis.call('HSETNX', d, '#h', 0)
-  end
-  x = exp + math.floor(ttl / 4)
-  redis.call('PEXPIREAT', lock .. ':w', x)
-  redis.call('PEXPIREAT', e, x)
-  redis.call('PEXPIREAT', d, x)
-  redis.call('SET', lock .. ':q', x, 'PXAT', x)
-  return x
-end
-
--- q_join queues waiter id, whose place expires at exp, behind the others,
--- and returns true; x is as for q_extend. rec is the waiter's record. If
--- id has a record already (a retry, or a waiter that was granted), it
--- changes nothing and returns false. max is the most waiters the request
--- accepts ahead of it and itself, as digits, or '' for no cap: with more
--- (expired places not swept yet count too) it undoes the join and returns
--- nil. RPUSH answers the length, so the cap costs no call of its own.
-local function q_join(lock, id, rec, exp, ttl, x, max)
-  x = q_extend(lock, exp, ttl, x)
-  local d = lock .. ':d'
-  if redis.call('HSETNX', d, id, rec) == 0 then
-    return false
-  end
-  local w = lock .. ':w'
-  local n = redis.call('RPUSH', w, id)
-  if n == 1 then
-    redis.call('PEXPIREAT', w, x) -- it was empty, so it is new
-  elseif max ~= '' and n > tonumber(max) then
-    redis.call('RPOP', w)
-    redis.call('HDEL', d, id)
-    return nil
-  end
-  return true
-end
-
--- q_waiter splits a waiter's record into its mode, expiry (a number),
--- limit, inbox and the rest of a lock value (SEP "<since>" SEP "<owner>").
-local function q_waiter(rec)
-  local a = string.find(rec, SEP, 1, true)
-  local b = string.find(rec, SEP, a + 1, true)
-  local c = string.find(rec, SEP, b + 1, true)
-  local e = string.find(rec, SEP, c + 1, true)
-  return string.sub(rec, 2, a - 1), tonumber(string.sub(rec, a + 1, b - 1)), string.sub(rec, b + 1, c - 1),
-    string.sub(rec, c + 1, e - 1), string.sub(rec, e)
-end
-
--- q_announce publishes a grant of lock's name on the waiter's inbox
--- channel: "<id>" SEP "<token>" SEP "<name>".
-local function q_announce(lock, inbox, id, tok)
-  local open = string.find(lock, '{', 1, true)
-  redis.call('PUBLISH', string.sub(lock, 1, open - 1) .. '__INBOX_INFIX__' .. inbox,
-    id .. SEP .. tok .. SEP .. string.sub(lock, open + 1, -2))
-end
-
--- q_grant makes waiter id, just taken off the queue, the exclusive holder
--- of lock until exp, the expiry of its place, tells it, and returns its
--- token. inbox and owner (SEP "<owner>") are from its record, t is TIME's
--- reply; last is the value the token must exceed (see next_token in
--- lib.lua), read from key lastkey. The grant keeps the place's expiry:
--- the waiter computed its validity deadline from the send time of the
--- request (enqueue or renewal) that set that expiry, so the lease cannot
--- expire here before the deadline the waiter then believes in. Its since
--- is now: a lease handed off from the queue was acquired when it was
--- granted, not when its waiter joined (by the store's clock, the only one
--- a script has).
-local function q_grant(lock, id, inbox, owner, exp, t, last, lastkey)
-  local tok, us = next_token(t, last, lastkey)
-  -- now in ms, from TIME's digits (a number Lua would format).
-  redis.call('SET', lock, id .. SEP .. tok .. SEP .. t[1] .. string.sub(us, 1, 3) .. owner, 'PXAT', exp)
-  redis.call('HDEL', lock .. ':d', id)
-  q_announce(lock, inbox, id, tok)
-  return tok
-end
-
--- q_handoff hands lock, whose exclusive holder is releasing it (value v,
--- id prefix idp; still on the key), to the head of its queue, when that
--- head is a live exclusive waiter: the fair lock's hand-off, in a few
--- calls. With an exclusive holder there is no shared or permit holder, so
--- the head fits. x is the value of :q. It returns false, having changed
--- nothing, in every other case (an empty queue, an expired head, another
--- mode), which q_settle decides after a plain release.
-local function q_handoff(lock, now, t, v, idp, x)
-  local w = lock .. ':w'
-  local head = redis.call('LPOP', w)
-  if not head then
-    return false
-  end
-  local rec = redis.call('HGET', lock .. ':d', head)
-  -- q_waiter's fields, only those needed, and the expiry as its digits
-  -- too, which SET takes as they are (a number it would format).
-  local a, b, c, e, f, exp
-  if rec and string.byte(rec, 2) == 49 then -- MODE_EXCL
-    a = string.find(rec, SEP, 1, true)
-    b = string.find(rec, SEP, a + 1, true)
-    exp = string.sub(rec, a + 1, b - 1)
-  end
-  if not exp or tonumber(exp) <= now then
-    if redis.call('LPUSH', w, head) == 1 then
-      redis.call('PEXPIREAT', w, x)
+-- queue_core returns the queue's functions that the contended common
+-- cases need (a waiter joining a held name, a release handing it to the
+-- head) and queue_lib's functions build on. Scripts run their whole chunk
+-- on every call, so each function defined at the top costs every call a
+-- closure, queued name or not (docs/benchmarks.md): defined in here, they
+-- cost only the calls that use them.
+local function queue_core()
+  -- q_extend makes the queue keys of lock outlive a lease that expires at
+  -- exp (ms) and returns their expiry. x is their current expiry, the value
+  -- of :q (false when the queue does not exist), or nil to read it.
+  -- Extending them to exactly the latest lease's expiry would cost four calls
+  -- on every join and renewal; they are extended by a quarter of the lease's
+  -- TTL beyond it instead, so that most calls find them already long enough.
+  -- So the keys never vanish under a live lease, and outlive the last by at
+  -- most 1.25 TTL. A new queue's :e and :d get a member each that stays until
+  -- the queue is deleted ('#' and '#h'), so that Redis never deletes them
+  -- when they empty and a later write re-creates them without an expiry. :w
+  -- does empty; q_join and q_handoff give it its expiry when they re-create
+  -- it. Callers extend before they write.
+  local function q_extend(lock, exp, ttl, x)
+    if x == nil then
+      x = redis.call('GET', lock .. ':q')
     end
-    return false
+    local cur = tonumber(x or '0')
+    if exp <= cur then
+      return cur
+    end
+    local e, d = lock .. ':e', lock .. ':d'
+    if cur == 0 then
+      redis.call('ZADD', e, '+inf', '#')
+      redis.call('HSETNX', d, '#h', 0)
+    end
+    x = exp + math.floor(ttl / 4)
+    redis.call('PEXPIREAT', lock .. ':w', x)
+    redis.call('PEXPIREAT', e, x)
+    redis.call('PEXPIREAT', d, x)
+    redis.call('SET', lock .. ':q', x, 'PXAT', x)
+    return x
   end
-  -- The releaser's value goes to its release record (released_by finds a
-  -- retry there) rather than to :last: the token that next_token must
-  -- exceed from now on is the new holder's, on the lock key, and it
-  -- exceeds v's. So one RENAME, instead of two (keep_release's and the
-  -- lock's).
-  c = string.find(rec, SEP, b + 1, true)
-  e = string.find(rec, SEP, c + 1, true)
-  f = string.find(rec, SEP, e + 1, true)
-  redis.call('RENAME', lock, release_key(lock, idp))
-  q_grant(lock, head, string.sub(rec, c + 1, e - 1), string.sub(rec, f), exp, t, v, lock)
-  return true
+
+  -- q_join queues waiter id, whose place expires at exp, behind the others,
+  -- and returns true; x is as for q_extend. rec is the waiter's record. If
+  -- id has a record already (a retry, or a waiter that was granted), it
+  -- changes nothing and returns false. max is the most waiters the request
+  -- accepts ahead of it and itself, as digits, or '' for no cap: with more
+  -- (expired places not swept yet count too) it undoes the join and returns
+  -- nil. RPUSH answers the length, so the cap costs no call of its own.
+  local function q_join(lock, id, rec, exp, ttl, x, max)
+    x = q_extend(lock, exp, ttl, x)
+    local d = lock .. ':d'
+    if redis.call('HSETNX', d, id, rec) == 0 then
+      return false
+    end
+    local w = lock .. ':w'
+    local n = redis.call('RPUSH', w, id)
+    if n == 1 then
+      redis.call('PEXPIREAT', w, x) -- it was empty, so it is new
+    elseif max ~= '' and n > tonumber(max) then
+      redis.call('RPOP', w)
+      redis.call('HDEL', d, id)
+      return nil
+    end
+    return true
+  end
+
+  -- q_waiter splits a waiter's record into its mode, expiry (a number),
+  -- limit, inbox and the rest of a lock value (SEP "<since>" SEP "<owner>").
+  local function q_waiter(rec)
+    local a = string.find(rec, SEP, 1, true)
+    local b = string.find(rec, SEP, a + 1, true)
+    local c = string.find(rec, SEP, b + 1, true)
+    local e = string.find(rec, SEP, c + 1, true)
+    return string.sub(rec, 2, a - 1), tonumber(string.sub(rec, a + 1, b - 1)), string.sub(rec, b + 1, c - 1),
+      string.sub(rec, c + 1, e - 1), string.sub(rec, e)
+  end
+
+  -- q_announce publishes a grant of lock's name on the waiter's inbox
+  -- channel: "<id>" SEP "<token>" SEP "<name>".
+  local function q_announce(lock, inbox, id, tok)
+    local open = string.find(lock, '{', 1, true)
+    redis.call('PUBLISH', string.sub(lock, 1, open - 1) .. '__INBOX_INFIX__' .. inbox,
+      id .. SEP .. tok .. SEP .. string.sub(lock, open + 1, -2))
+  end
+
+  -- q_grant makes waiter id, just taken off the queue, the exclusive holder
+  -- of lock until exp, the expiry of its place, tells it, and returns its
+  -- token. inbox and owner (SEP "<owner>") are from its record, t is TIME's
+  -- reply; last is the value the token must exceed (see next_token in
+  -- lib.lua), read from key lastkey. The grant keeps the place's expiry:
+  -- the waiter computed its validity deadline from the send time of the
+  -- request (enqueue or renewal) that set that expiry, so the lease cannot
+  -- expire here before the deadline the waiter then believes in. Its since
+  -- is now: a lease handed off from the queue was acquired when it was
+  -- granted, not when its waiter joined (by the store's clock, the only one
+  -- a script has).
+  local function q_grant(lock, id, inbox, owner, exp, t, last, lastkey)
+    local tok, us = next_token(t, last, lastkey)
+    -- now in ms, from TIME's digits (a number Lua would format).
+    redis.call('SET', lock, id .. SEP .. tok .. SEP .. t[1] .. string.sub(us, 1, 3) .. owner, 'PXAT', exp)
+    redis.call('HDEL', lock .. ':d', id)
+    q_announce(lock, inbox, id, tok)
+    return tok
+  end
+
+  -- q_handoff hands lock, whose exclusive holder is releasing it (value v,
+  -- id prefix idp; still on the key), to the head of its queue, when that
+  -- head is a live exclusive waiter: the fair lock's hand-off, in a few
+  -- calls. With an exclusive holder there is no shared or permit holder, so
+  -- the head fits. x is the value of :q. It returns false, having changed
+  -- nothing, in every other case (an empty queue, an expired head, another
+  -- mode), which q_settle decides after a plain release.
+  local function q_handoff(lock, now, t, v, idp, x)
+    local w = lock .. ':w'
+    local head = redis.call('LPOP', w)
+    if not head then
+      return false
+    end
+    local rec = redis.call('HGET', lock .. ':d', head)
+    -- q_waiter's fields, only those needed, and the expiry as its digits
+    -- too, which SET takes as they are (a number it would format).
+    local a, b, c, e, f, exp
+    if rec and string.byte(rec, 2) == 49 then -- MODE_EXCL
+      a = string.find(rec, SEP, 1, true)
+      b = string.find(rec, SEP, a + 1, true)
+      exp = string.sub(rec, a + 1, b - 1)
+    end
+    if not exp or tonumber(exp) <= now then
+      if redis.call('LPUSH', w, head) == 1 then
+        redis.call('PEXPIREAT', w, x)
+      end
+      return false
+    end
+    -- The releaser's value goes to its release record (released_by finds a
+    -- retry there) rather than to :last: the token that next_token must
+    -- exceed from now on is the new holder's, on the lock key, and it
+    -- exceeds v's. So one RENAME, instead of two (keep_release's and the
+    -- lock's).
+    c = string.find(rec, SEP, b + 1, true)
+    e = string.find(rec, SEP, c + 1, true)
+    f = string.find(rec, SEP, e + 1, true)
+    redis.call('RENAME', lock, release_key(lock, idp))
+    q_grant(lock, head, string.sub(rec, c + 1, e - 1), string.sub(rec, f), exp, t, v, lock)
+    return true
+  end
+
+  return { extend = q_extend, join = q_join, waiter = q_waiter, announce = q_announce, grant = q_grant, handoff = q_handoff }
 end
 
 -- queue_lib returns the rest of the queue. Its functions take K, the key
 -- names of a name (keys). One call of a script makes one queue_lib, whose
 -- settling budget its names share (q_settle).
 local function queue_lib()
+  local C = queue_core()
+  local q_extend, q_waiter, q_grant, q_announce = C.extend, C.waiter, C.grant, C.announce
+
+  -- (The queue's constants are locals of queue_lib rather than of the
+  -- chunk: each outer local a function uses is an upvalue to capture when
+  -- the chunk defines it, on every call of every script.)
+  -- SETTLE_BUDGET is how many entries one script call may visit while it
+  -- settles names (q_settle): each entry of :w or :e it reads counts one,
+  -- each grant GRANT_COST (a grant makes about eight calls). Measured on
+  -- Redis 7.0, a call that spends it all on expired places takes about
+  -- 1.2 ms (docs/fair-lock.md, "Long queues"): the pause an unrelated client
+  -- can see, where walking 200,000 of them took 1.2 s. Every name a
+  -- call settles may spend SETTLE_FLOOR even when the call's budget is gone,
+  -- so that a name that needs little (a release granting its next waiter) is
+  -- served in the same batch as a name that needs much.
+  local SETTLE_BUDGET, SETTLE_FLOOR, GRANT_COST = 500, 16, 8
+  -- UNLIST_SCAN is how far from either end of :w a waiter leaving out of
+  -- turn is looked for (q_unlist); one deeper stays until it reaches an end.
+  local UNLIST_SCAN = 1000
+  -- SWEEP_BATCH caps the entries of :w read in one LRANGE while settling.
+  local SWEEP_BATCH = 256
+
   local function q_keys(lock)
     return { lock = lock, last = lock .. ':last', w = lock .. ':w', e = lock .. ':e', d = lock .. ':d', q = lock .. ':q' }
   end
@@ -589,6 +608,6 @@ local function queue_lib()
 
   return {
     keys = q_keys, live = q_live, unqueue = q_unqueue, moved = q_moved, settle = q_settle, fits = q_fits,
-    limit = q_limit, hold = q_hold, epoch_token = epoch_token, retry_after = q_retry_after,
+    limit = q_limit, hold = q_hold, epoch_token = epoch_token, retry_after = q_retry_after, core = C,
   }
 end

@@ -26,7 +26,7 @@ for i = 1, #KEYS do
       redis.call('HDEL', K.d, id)
     else
       local _
-      _, exp = q_waiter(rec)
+      _, exp = Q.core.waiter(rec)
       -- Out of the queue; deep in a long one, its record stays, expired,
       -- until its entry reaches an end (q_unqueue).
       Q.unqueue(K, id, rec, now)

@@ -18,7 +18,7 @@ for i = 1, #KEYS do
   if rec and string.sub(rec, 1, #what) == what then
     local ttl = tonumber(ARGV[3 * i - 1])
     local exp = now + ttl
-    q_extend(K.lock, exp, ttl)
+    Q.core.extend(K.lock, exp, ttl)
     if string.byte(rec, 1) == 87 then -- 'W': a waiter's expiry is in its record
       redis.call('HSET', K.d, id, Q.moved(rec, exp))
     else

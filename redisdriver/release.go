@@ -62,12 +62,20 @@ func (d *Driver) Release(ctx context.Context, reqs []driver.ReleaseRequest) ([]d
 
 // lockReleaseCall is the release.lua call of the exclusive locks reqs[i]
 // for i in idx, all in one slot.
+//
+// A request's Settled id goes with it: the script keeps no record of that
+// earlier release for its retry (keep_release in lib.lua), as no retry can
+// come.
 func (d *Driver) lockReleaseCall(reqs []driver.ReleaseRequest, idx []int) *call {
-	cl := &call{s: releaseScript, keys: make([]string, 0, 2*len(idx)), args: make([]any, 0, len(idx))}
+	cl := &call{s: releaseScript, keys: make([]string, 0, 2*len(idx)), args: make([]any, 0, 2*len(idx))}
 	for _, ri := range idx {
 		lock, last := d.lockAndLast(reqs[ri].Key)
 		cl.keys = append(cl.keys, lock, last)
-		cl.args = append(cl.args, idPrefix(reqs[ri].ID))
+		settled := ""
+		if s := reqs[ri].Settled; s != "" {
+			settled = idPrefix(s)
+		}
+		cl.args = append(cl.args, idPrefix(reqs[ri].ID), settled)
 	}
 	return cl
 }

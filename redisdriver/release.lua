@@ -1,6 +1,8 @@
 -- Release many locks, each if still held by its owner.
 -- KEYS[2i-1] lock i, KEYS[2i] its last released lock
--- ARGV[i] owner id prefix of lock i
+-- ARGV[2i-1] owner id prefix of lock i, ARGV[2i] the id prefix of an
+-- earlier release of it that needs no record, or '' (Settled in
+-- driver.ReleaseRequest)
 -- A release that leaves the name free publishes it, for plain Lock's
 -- waiters, when one has marked the name (note_waiting in lib.lua) or the
 -- name has a queue (whose settling may have left it free for them); a
@@ -16,7 +18,7 @@
 local res = {}
 local n = #KEYS / 2
 for i = 1, n do
-  local lock, last, idp = KEYS[2 * i - 1], KEYS[2 * i], ARGV[i]
+  local lock, last, idp, settled = KEYS[2 * i - 1], KEYS[2 * i], ARGV[2 * i - 1], ARGV[2 * i]
   -- The queue marker, the last release and the waiting mark come with the
   -- lock in one MGET (queue_lib.lua, keep_release and note_waiting in
   -- lib.lua).
@@ -27,10 +29,14 @@ for i = 1, n do
     if queued then
       -- Fair waiters: hand the lock to the head in this same step.
       now, t = q_now_ms()
-      free = not q_handoff(lock, now, t, v, idp, queued)
+      free = not queue_core().handoff(lock, now, t, v, idp, queued)
     end
     if free then
-      keep_release(lock, last, prev)
+      -- The last release's record is kept for its retry unless its owner
+      -- has had the answer: then no retry can come.
+      if settled == '' or not owns(prev, settled) then
+        keep_release(lock, last, prev)
+      end
       redis.call('RENAME', lock, last)
       if queued then
         -- Settling may grant the name to the queue after all (behind an

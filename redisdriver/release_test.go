@@ -388,3 +388,40 @@ func TestReleasePublishesOnlyWhenWaitedFor(t *testing.T) {
 		t.Errorf("the waiting mark's TTL is %v, want at most the holder's TTL left plus the waiter's", pttl)
 	}
 }
+
+// A release keeps the record of the release before it for that one's
+// retry, unless its request names it Settled (no retry can come).
+func TestReleaseKeepsNoRecordOfASettledRelease(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := redistest.NewClient(t, srv.Addr())
+	d := newDriver(t, rdb)
+	ctx := context.Background()
+	records := func() []string {
+		t.Helper()
+		keys, err := rdb.Keys(ctx, d.lockKey("k")+":r:*").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return keys
+	}
+	cycle := func(id, settled string) {
+		t.Helper()
+		mustAcquire(t, d, "k", id)
+		res, err := d.Release(ctx, []driver.ReleaseRequest{{Key: "k", ID: id, Settled: settled}})
+		if err != nil || res[0] != driver.Released {
+			t.Fatalf("release of %s: %v, %v", id, res, err)
+		}
+	}
+	cycle("a", "")
+	cycle("b", "")
+	if got := records(); len(got) != 1 {
+		t.Fatalf("after a's and b's releases, records %q, want a's", got)
+	}
+	if got := release(t, d, "k", "a"); got != driver.AlreadyReleased {
+		t.Errorf("a retry of a's release after b's: %v, want AlreadyReleased", got)
+	}
+	cycle("c", "b")
+	if got := records(); len(got) != 1 {
+		t.Errorf("c's release named b's settled, records %q, want a's only", got)
+	}
+}

@@ -109,9 +109,74 @@ type script struct {
 // and substitutes luaConstants. A placeholder without a constant is a
 // programming error, caught when the package loads.
 func newScript(name, prelude, body string) *script {
-	src := substitute(name, libLua+prelude+body)
+	src := substitute(name, withoutUnused(libLua+prelude, body)+body)
 	sum := sha1.Sum([]byte(src))
 	return &script{name: name, src: src, sha: hex.EncodeToString(sum[:]), body: substitute(name, body)}
+}
+
+// withoutUnused returns the Lua helpers of lib, less the top-level local
+// functions body never calls, directly or through the helpers it calls. A
+// script runs its whole chunk on every call, so each helper it defines
+// costs the server a closure (and garbage to collect) per call, used or
+// not (docs/benchmarks.md). A top-level function is a block from
+// "local function NAME(" at the start of a line to the next line "end".
+func withoutUnused(lib, body string) string {
+	type block struct {
+		name, text string
+	}
+	var blocks []block // the functions, and the text between them (no name)
+	lines := strings.SplitAfter(lib, "\n")
+	for i := 0; i < len(lines); i++ {
+		rest, ok := strings.CutPrefix(lines[i], "local function ")
+		if !ok {
+			blocks = append(blocks, block{text: lines[i]})
+			continue
+		}
+		name, _, _ := strings.Cut(rest, "(")
+		start := i
+		for i < len(lines)-1 && strings.TrimRight(lines[i], "\n") != "end" {
+			i++
+		}
+		blocks = append(blocks, block{name: name, text: strings.Join(lines[start:i+1], "")})
+	}
+	used := map[string]bool{}
+	var mark func(text string)
+	mark = func(text string) {
+		for _, b := range blocks {
+			if b.name != "" && !used[b.name] && callsName(text, b.name) {
+				used[b.name] = true
+				mark(b.text)
+			}
+		}
+	}
+	mark(body)
+	var out strings.Builder
+	for _, b := range blocks {
+		if b.name == "" || used[b.name] {
+			out.WriteString(b.text)
+		}
+	}
+	return out.String()
+}
+
+// callsName reports whether Lua text names the function name: name not
+// preceded or followed by a character of an identifier.
+func callsName(text, name string) bool {
+	isIdent := func(c byte) bool {
+		return c == '_' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
+	}
+	for i := 0; ; {
+		j := strings.Index(text[i:], name)
+		if j < 0 {
+			return false
+		}
+		j += i
+		end := j + len(name)
+		if (j == 0 || !isIdent(text[j-1])) && (end == len(text) || !isIdent(text[end])) {
+			return true
+		}
+		i = end
+	}
 }
 
 // substitute replaces the placeholders of Lua source src (of the script

@@ -16,7 +16,7 @@ var allScripts = []*script{acquireScript, releaseScript, renewScript, forceRelea
 // replaced by its Go constant.
 func TestScriptsShareThePreludeAndConstants(t *testing.T) {
 	for _, s := range allScripts {
-		if !strings.HasPrefix(s.src, "-- Prepended to every script") || !strings.Contains(s.src, "local function owned(key, idp)") {
+		if !strings.HasPrefix(s.src, "-- Prepended to every script") || !strings.Contains(s.src, "local function owns(v, idp)") {
 			t.Errorf("%s: does not start with lib.lua", s.name)
 		}
 		if m := placeholder.FindString(s.src); m != "" {
@@ -30,6 +30,31 @@ func TestScriptsShareThePreludeAndConstants(t *testing.T) {
 		if strings.Contains(body, "string.sub(v, 1") {
 			t.Errorf("a script checks ownership by itself instead of calling owned:\n%s", body)
 		}
+	}
+}
+
+// A script's prelude keeps the helpers its body calls, directly or
+// through another helper, and drops the others.
+func TestScriptsDefineOnlyTheHelpersTheyCall(t *testing.T) {
+	lib := "local A = 1\n" +
+		"local function used(x)\n  return helper(x)\nend\n" +
+		"local function helper(x)\n  return x .. A\nend\n" +
+		"local function unused(x)\n  return used(x)\nend\n" +
+		"local function used_suffix(x)\n  return x\nend\n"
+	got := withoutUnused(lib, "return used(ARGV[1])")
+	for _, want := range []string{"local A = 1", "local function used(", "local function helper("} {
+		if !strings.Contains(got, want) {
+			t.Errorf("prelude lacks %q:\n%s", want, got)
+		}
+	}
+	for _, unwanted := range []string{"local function unused(", "local function used_suffix("} {
+		if strings.Contains(got, unwanted) {
+			t.Errorf("prelude keeps %q, which the body never calls:\n%s", unwanted, got)
+		}
+	}
+	// renew.lua checks ownership and nothing else.
+	if strings.Contains(renewScript.src, "local function next_token(") || strings.Contains(renewScript.src, "local function queue_lib(") {
+		t.Error("renew.lua defines helpers it never calls")
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"log/slog"
 	"sync"
 	"time"
@@ -61,6 +62,8 @@ type Engine struct {
 	closeOnce sync.Once
 	closed    chan struct{}
 
+	settled settledReleases // see there
+
 	opMu      sync.Mutex
 	opStopped bool           // set by Close before it waits for ops
 	ops       sync.WaitGroup // acquisitions and unlocks in flight, abandoned ones included
@@ -89,6 +92,7 @@ func New(cfg Config) (*Engine, error) {
 		retryDelay: cfg.RetryDelay,
 		closed:     make(chan struct{}),
 	}
+	e.settled.seed = maphash.MakeSeed()
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	e.log = newAsyncLogger(cfg.Logger)
 	e.renewer = newRenewer(e)
@@ -276,7 +280,9 @@ func (e *Engine) release(ctx context.Context, h *Hold) error {
 		e.releaser.add(h.releaseRequest())
 		return ctxError("unlock", h.key, ctx.Err())
 	}
-	reqs := []driver.ReleaseRequest{h.releaseRequest()}
+	req := h.releaseRequest()
+	req.Settled = e.settled.of(h.key)
+	reqs := []driver.ReleaseRequest{req}
 	res, err := call(e, ctx, func(ctx context.Context) ([]driver.ReleaseResult, error) {
 		return e.drv.Release(ctx, reqs)
 	}, nil)
@@ -296,6 +302,8 @@ func (e *Engine) release(ctx context.Context, h *Hold) error {
 	var answer error
 	if res[0] == driver.NotHeld || wasLost {
 		answer = ErrNotHeld
+	} else {
+		e.settled.settle(h.key, h.id)
 	}
 	h.mu.Lock()
 	h.unlockDone, h.unlockErr = true, answer
