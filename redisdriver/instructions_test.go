@@ -107,7 +107,7 @@ func serialCycles(t *testing.T, rdb *redis.Client, n int, count func(func()) flo
 			if err != nil || !res.Granted {
 				return fmt.Errorf("enqueue: %+v, %v", res, err)
 			}
-			return releaseOnce(d, "fair-"+m.name, id(i))
+			return releaseOnce(d, "fair-"+m.name, id(i), id(i-1))
 		}}, struct {
 			name  string
 			cycle func(i int) error
@@ -116,7 +116,7 @@ func serialCycles(t *testing.T, rdb *redis.Client, n int, count func(func()) flo
 			if err != nil || !res.Acquired {
 				return fmt.Errorf("acquire: %+v, %v", res, err)
 			}
-			return releaseOnce(d, "plain-"+m.name, id(i))
+			return releaseOnce(d, "plain-"+m.name, id(i), id(i-1))
 		}})
 	}
 	for _, c := range cycles {
@@ -138,9 +138,11 @@ func serialCycles(t *testing.T, rdb *redis.Client, n int, count func(func()) flo
 	}
 }
 
-// releaseOnce releases key held by id and fails unless it was released.
-func releaseOnce(d *Driver, key, id string) error {
-	res, err := d.Release(context.Background(), []driver.ReleaseRequest{{Key: key, ID: id}})
+// releaseOnce releases key held by id, naming the release of the lease
+// before it settled, as a Client does (driver.ReleaseRequest.Settled), and
+// fails unless it was released.
+func releaseOnce(d *Driver, key, id, settled string) error {
+	res, err := d.Release(context.Background(), []driver.ReleaseRequest{{Key: key, ID: id, Settled: settled}})
 	if err != nil || len(res) != 1 || res[0] != driver.Released {
 		return fmt.Errorf("release: %v, %v", res, err)
 	}
