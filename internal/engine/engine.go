@@ -62,7 +62,8 @@ type Engine struct {
 	closeOnce sync.Once
 	closed    chan struct{}
 
-	settled settledReleases // see there
+	settled  settledReleases // see there
+	releases releaseBatch    // see there
 
 	opMu      sync.Mutex
 	opStopped bool           // set by Close before it waits for ops
@@ -93,6 +94,7 @@ func New(cfg Config) (*Engine, error) {
 		closed:     make(chan struct{}),
 	}
 	e.settled.seed = maphash.MakeSeed()
+	e.releases.e = e
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	e.log = newAsyncLogger(cfg.Logger)
 	e.renewer = newRenewer(e)
@@ -282,13 +284,7 @@ func (e *Engine) release(ctx context.Context, h *Hold) error {
 	}
 	req := h.releaseRequest()
 	req.Settled = e.settled.of(h.key)
-	reqs := []driver.ReleaseRequest{req}
-	res, err := call(e, ctx, func(ctx context.Context) ([]driver.ReleaseResult, error) {
-		return e.drv.Release(ctx, reqs)
-	}, nil)
-	if err == nil && len(res) != 1 {
-		err = fmt.Errorf("driver answered %d results for one release", len(res))
-	}
+	res, err := e.releaseOne(ctx, req)
 	if err != nil {
 		e.releaser.add(h.releaseRequest())
 		switch {
@@ -300,7 +296,7 @@ func (e *Engine) release(ctx context.Context, h *Hold) error {
 		return WrapBackend("unlock", h.key, err)
 	}
 	var answer error
-	if res[0] == driver.NotHeld || wasLost {
+	if res == driver.NotHeld || wasLost {
 		answer = ErrNotHeld
 	} else {
 		e.settled.settle(h.key, h.id)
@@ -309,6 +305,25 @@ func (e *Engine) release(ctx context.Context, h *Hold) error {
 	h.unlockDone, h.unlockErr = true, answer
 	h.mu.Unlock()
 	return answer
+}
+
+// releaseOne sends one Unlock's release: in the next batch of the
+// Client's releases (releaseBatch), or, for a ContextAware driver, in a
+// call of its own on the caller's goroutine.
+func (e *Engine) releaseOne(ctx context.Context, req driver.ReleaseRequest) (driver.ReleaseResult, error) {
+	if !e.caps.ContextAware {
+		return e.releases.release(ctx, req)
+	}
+	res, err := call(e, ctx, func(ctx context.Context) ([]driver.ReleaseResult, error) {
+		return e.drv.Release(ctx, []driver.ReleaseRequest{req})
+	}, nil)
+	if err == nil && len(res) != 1 {
+		err = fmt.Errorf("driver answered %d results for one release", len(res))
+	}
+	if err != nil {
+		return 0, err
+	}
+	return res[0], nil
 }
 
 func newOwnerID() string {
