@@ -40,7 +40,7 @@ type countedPath struct {
 }
 
 var countedPaths = []countedPath{
-	{name: "fair", storeCmds: 7, allocs: 70, setup: func(t *testing.T, c *dlock.Client) func(context.Context) error {
+	{name: "fair", storeCmds: 7, allocs: 71, setup: func(t *testing.T, c *dlock.Client) func(context.Context) error {
 		return lockCycle(c, "counted-fair")
 	}},
 	{name: "plain", storeCmds: 7, allocs: 72, setup: func(t *testing.T, c *dlock.Client) func(context.Context) error {
@@ -60,7 +60,7 @@ var countedPaths = []countedPath{
 			return l.Unlock(outer.Context())
 		}
 	}},
-	{name: "rwmutex-read", storeCmds: 44, allocs: 68, setup: func(t *testing.T, c *dlock.Client) func(context.Context) error {
+	{name: "rwmutex-read", storeCmds: 44, allocs: 69, setup: func(t *testing.T, c *dlock.Client) func(context.Context) error {
 		m := c.RWMutex("counted-rw")
 		return func(ctx context.Context) error {
 			l, err := m.RLock(ctx)
@@ -70,7 +70,7 @@ var countedPaths = []countedPath{
 			return l.Unlock(ctx)
 		}
 	}},
-	{name: "rwmutex-write", storeCmds: 30, allocs: 70, setup: func(t *testing.T, c *dlock.Client) func(context.Context) error {
+	{name: "rwmutex-write", storeCmds: 30, allocs: 71, setup: func(t *testing.T, c *dlock.Client) func(context.Context) error {
 		m := c.RWMutex("counted-rw")
 		return func(ctx context.Context) error {
 			l, err := m.Lock(ctx)
@@ -80,7 +80,7 @@ var countedPaths = []countedPath{
 			return l.Unlock(ctx)
 		}
 	}},
-	{name: "semaphore", storeCmds: 45, allocs: 68, setup: func(t *testing.T, c *dlock.Client) func(context.Context) error {
+	{name: "semaphore", storeCmds: 45, allocs: 69, setup: func(t *testing.T, c *dlock.Client) func(context.Context) error {
 		s := c.Semaphore("counted-sem", 3)
 		return func(ctx context.Context) error {
 			l, err := s.Acquire(ctx)

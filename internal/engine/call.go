@@ -19,9 +19,11 @@ import (
 // that nobody will use. Abandoned calls count as ops, so Close waits for
 // them before the application closes the store client under them.
 //
-// There, f gets the caller's values with the engine's cancellation: the
-// caller does not wait for f past its own ctx, and deriving a context that
-// ends with either costs allocations on every call (docs/benchmarks.md).
+// There, f's context is the pending call itself: the caller's values and
+// deadline, done once the caller abandons the call, so that what the store
+// client does honour (waiting for a pooled connection, dialing) ends then.
+// Deriving a context that ends with either the caller's or the engine's
+// would cost allocations on every call (docs/benchmarks.md).
 func call[T any](e *Engine, ctx context.Context, f func(context.Context) (T, error), late func(T, error)) (T, error) {
 	if ctx.Done() == nil {
 		// Only Close can interrupt this call: use the engine's context, with
@@ -33,7 +35,7 @@ func call[T any](e *Engine, ctx context.Context, f func(context.Context) (T, err
 		defer stop()
 		return f(ctx)
 	}
-	p := &pending[T]{ctx: valuesOf{ctx, e.ctx}, f: f, late: late, done: make(chan outcome[T], 1), ops: &e.ops}
+	p := &pending[T]{caller: ctx, f: f, late: late, done: make(chan outcome[T], 1), abandoned: make(chan struct{}), ops: &e.ops}
 	e.ops.Add(1) // the caller holds an op, so Close cannot be waiting yet
 	e.callers.run(p)
 	var cause error
@@ -46,6 +48,11 @@ func call[T any](e *Engine, ctx context.Context, f func(context.Context) (T, err
 		cause = ErrClosed
 	}
 	if p.state.CompareAndSwap(0, 2) {
+		p.err = ctx.Err()
+		if p.err == nil {
+			p.err = context.Canceled // by Close
+		}
+		close(p.abandoned)
 		var zero T
 		return zero, cause
 	}
@@ -53,13 +60,16 @@ func call[T any](e *Engine, ctx context.Context, f func(context.Context) (T, err
 	return o.v, o.err
 }
 
-// pending is a driver call that call runs on a caller goroutine.
+// pending is a driver call that call runs on a caller goroutine, and the
+// context the call gets.
 type pending[T any] struct {
-	ctx  context.Context
-	f    func(context.Context) (T, error)
-	late func(T, error)
-	done chan outcome[T] // buffered: the answer never waits for the caller
-	ops  *sync.WaitGroup
+	caller    context.Context
+	f         func(context.Context) (T, error)
+	late      func(T, error)
+	done      chan outcome[T] // buffered: the answer never waits for the caller
+	abandoned chan struct{}   // closed, after err is set, when the caller gives up
+	err       error
+	ops       *sync.WaitGroup
 	// state: 0 running, 1 answered, 2 abandoned. Whoever moves it first
 	// owns the outcome.
 	state atomic.Int32
@@ -72,13 +82,29 @@ type outcome[T any] struct {
 
 func (p *pending[T]) run() {
 	defer p.ops.Done()
-	v, err := p.f(p.ctx)
+	v, err := p.f(p)
 	if p.state.CompareAndSwap(0, 1) {
 		p.done <- outcome[T]{v, err}
 		return
 	}
 	if p.late != nil {
 		p.late(v, err)
+	}
+}
+
+// The context.Context of the call: the caller's values and deadline, done
+// when the caller abandons the call.
+
+func (p *pending[T]) Deadline() (time.Time, bool) { return p.caller.Deadline() }
+func (p *pending[T]) Done() <-chan struct{}       { return p.abandoned }
+func (p *pending[T]) Value(key any) any           { return p.caller.Value(key) }
+
+func (p *pending[T]) Err() error {
+	select {
+	case <-p.abandoned:
+		return p.err
+	default:
+		return nil
 	}
 }
 
