@@ -52,43 +52,20 @@ var countedPaths = []countedPath{
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = outer.Unlock(context.Background()) })
-		return func(context.Context) error {
-			l, err := c.Lock(outer.Context(), "counted-reentrant")
-			if err != nil {
-				return err
-			}
-			return l.Unlock(outer.Context())
-		}
+		cycle := leaseCycle(func(context.Context) (*dlock.Lease, error) { return c.Lock(outer.Context(), "counted-reentrant") })
+		return func(context.Context) error { return cycle(outer.Context()) }
 	}},
 	{name: "rwmutex-read", storeCmds: 44, allocs: 69, setup: func(t *testing.T, c *dlock.Client) func(context.Context) error {
 		m := c.RWMutex("counted-rw")
-		return func(ctx context.Context) error {
-			l, err := m.RLock(ctx)
-			if err != nil {
-				return err
-			}
-			return l.Unlock(ctx)
-		}
+		return leaseCycle(func(ctx context.Context) (*dlock.Lease, error) { return m.RLock(ctx) })
 	}},
 	{name: "rwmutex-write", storeCmds: 30, allocs: 71, setup: func(t *testing.T, c *dlock.Client) func(context.Context) error {
 		m := c.RWMutex("counted-rw")
-		return func(ctx context.Context) error {
-			l, err := m.Lock(ctx)
-			if err != nil {
-				return err
-			}
-			return l.Unlock(ctx)
-		}
+		return leaseCycle(func(ctx context.Context) (*dlock.Lease, error) { return m.Lock(ctx) })
 	}},
 	{name: "semaphore", storeCmds: 45, allocs: 69, setup: func(t *testing.T, c *dlock.Client) func(context.Context) error {
 		s := c.Semaphore("counted-sem", 3)
-		return func(ctx context.Context) error {
-			l, err := s.Acquire(ctx)
-			if err != nil {
-				return err
-			}
-			return l.Unlock(ctx)
-		}
+		return leaseCycle(func(ctx context.Context) (*dlock.Lease, error) { return s.Acquire(ctx) })
 	}},
 	{name: "lockall", storeCmds: 12, allocs: 107, setup: func(t *testing.T, c *dlock.Client) func(context.Context) error {
 		keys := []string{"counted-all-a", "counted-all-b"}
@@ -106,8 +83,13 @@ var countedPaths = []countedPath{
 // context that can be cancelled.
 func lockCycle(c *dlock.Client, key string, opts ...dlock.LockOption) func(context.Context) error {
 	opts = append([]dlock.LockOption{dlock.WithTTL(10 * time.Second)}, opts...)
+	return leaseCycle(func(ctx context.Context) (*dlock.Lease, error) { return c.Lock(ctx, key, opts...) })
+}
+
+// leaseCycle is a cycle of acquire and the Unlock of the lease it returns.
+func leaseCycle(acquire func(context.Context) (*dlock.Lease, error)) func(context.Context) error {
 	return func(ctx context.Context) error {
-		l, err := c.Lock(ctx, key, opts...)
+		l, err := acquire(ctx)
 		if err != nil {
 			return err
 		}
