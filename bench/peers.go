@@ -79,6 +79,7 @@ func diagnosticPeers() []peer {
 		{name: "raw-fifo", waits: "FIFO list in Redis: the release pops the head and publishes to it (a floor, not a usable lock)", newWorker: newRawFIFOWorker},
 		{name: "min-fifo", waits: "raw-fifo plus what the fair lock's promises need of the store: waiter expiry, fencing, ownership check (a floor, not a usable lock)", newWorker: newMinFIFOWorker},
 		{name: "dlock-shared", waits: "as dlock-plain, but all workers share one Client: waiters queue in-process and a release wakes one", newWorker: newSharedDlockWorker},
+		{name: "dlock-shared-fair", waits: "as dlock (Lock's default, FIFO), but all workers share one Client", newWorker: newSharedFairDlockWorker},
 		{name: "dlock-inline", waits: "as dlock, with driver calls on the caller's goroutine (a floor, not a usable lock: see inline.go)", newWorker: newInlineDlockWorker},
 	}
 }

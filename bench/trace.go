@@ -112,39 +112,53 @@ func newTracedDlockWorker(e env) (worker, error) {
 	return &dlockWorker{rdb: rdb, c: c, ttl: e.ttl, plain: true}, nil
 }
 
-// sharedDlock is the one Client of the dlock-shared peer, opened by its
-// first worker and closed by its last.
-var sharedDlock struct {
-	mu   sync.Mutex
-	refs int
-	w    *dlockWorker
+// sharedClient is the one Client of the dlock-shared peer (plain Lock) or
+// of dlock-shared-fair (Lock's default), opened by its first worker and
+// closed by its last.
+type sharedClient struct {
+	mu    sync.Mutex
+	refs  int
+	w     *dlockWorker
+	plain bool
 }
 
-// sharedDlockWorker is a worker of the dlock-shared peer: all workers use
-// one Client, so waiters queue in-process and a release wakes only one.
-type sharedDlockWorker struct{ *dlockWorker }
+var (
+	sharedPlain = &sharedClient{plain: true}
+	sharedFair  = &sharedClient{}
+)
 
-func newSharedDlockWorker(e env) (worker, error) {
-	sharedDlock.mu.Lock()
-	defer sharedDlock.mu.Unlock()
-	if sharedDlock.refs == 0 {
+// sharedDlockWorker is a worker of a shared peer: all workers use one
+// Client, so waiters queue in-process and a release wakes only one, and
+// calls that meet in flight go to the store together.
+type sharedDlockWorker struct {
+	*dlockWorker
+	s *sharedClient
+}
+
+func newSharedDlockWorker(e env) (worker, error)     { return sharedPlain.worker(e) }
+func newSharedFairDlockWorker(e env) (worker, error) { return sharedFair.worker(e) }
+
+func (s *sharedClient) worker(e env) (worker, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.refs == 0 {
 		w, err := newDlockWorker(e)
 		if err != nil {
 			return nil, err
 		}
-		sharedDlock.w = w.(*dlockWorker)
-		sharedDlock.w.plain = true
+		s.w = w.(*dlockWorker)
+		s.w.plain = s.plain
 	}
-	sharedDlock.refs++
-	return sharedDlockWorker{sharedDlock.w}, nil
+	s.refs++
+	return sharedDlockWorker{s.w, s}, nil
 }
 
 func (w sharedDlockWorker) close() {
-	sharedDlock.mu.Lock()
-	defer sharedDlock.mu.Unlock()
-	if sharedDlock.refs--; sharedDlock.refs == 0 {
-		sharedDlock.w.close()
-		sharedDlock.w = nil
+	w.s.mu.Lock()
+	defer w.s.mu.Unlock()
+	if w.s.refs--; w.s.refs == 0 {
+		w.s.w.close()
+		w.s.w = nil
 	}
 }
 

@@ -71,6 +71,14 @@ type Queuer interface {
 	InspectQueue(ctx context.Context, key string) (info QueueInfo, ok bool, err error)
 }
 
+// QueueBatcher is implemented by Queuers that can send several Enqueue
+// requests in one round trip, each as Enqueue would, in order. results[i]
+// and errs[i] answer reqs[i]; both slices have len(reqs) elements.
+type QueueBatcher interface {
+	Queuer
+	EnqueueBatch(ctx context.Context, reqs []QueueRequest) (results []QueueResult, errs []error)
+}
+
 // ErrQueueFull is Enqueue's error for a waiting request refused because
 // its name already has QueueRequest.MaxWaiters waiters. It is not an
 // invalid argument: the same request may be queued once fewer wait.

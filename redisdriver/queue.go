@@ -15,7 +15,10 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-var _ driver.Queuer = (*Driver)(nil)
+var (
+	_ driver.Queuer       = (*Driver)(nil)
+	_ driver.QueueBatcher = (*Driver)(nil)
+)
 
 const (
 	// inboxInfix is between the prefix and an inbox in a grant channel's name.
@@ -32,6 +35,38 @@ func (d *Driver) Enqueue(ctx context.Context, req driver.QueueRequest) (driver.Q
 	if err := checkQueueRequest(req); err != nil {
 		return driver.QueueResult{}, err
 	}
+	cl := d.enqueueCall(req)
+	return enqueueAnswer(req, d.run(ctx, cl.s, cl.keys, cl.args...))
+}
+
+// EnqueueBatch implements driver.QueueBatcher: one enqueue.lua call per
+// request, all in one pipeline (one call alone goes without one).
+func (d *Driver) EnqueueBatch(ctx context.Context, reqs []driver.QueueRequest) ([]driver.QueueResult, []error) {
+	results, errs := make([]driver.QueueResult, len(reqs)), make([]error, len(reqs))
+	calls, of := make([]*call, 0, len(reqs)), make([]int, 0, len(reqs))
+	for i, req := range reqs {
+		if errs[i] = checkQueueRequest(req); errs[i] == nil {
+			calls, of = append(calls, d.enqueueCall(req)), append(of, i)
+		}
+	}
+	switch len(calls) {
+	case 0:
+		return results, errs
+	case 1:
+		cl := calls[0]
+		cl.reply = d.run(ctx, cl.s, cl.keys, cl.args...)
+	default:
+		_ = d.runCalls(ctx, calls) // each call's error is in its reply
+	}
+	for j, cl := range calls {
+		i := of[j]
+		results[i], errs[i] = enqueueAnswer(reqs[i], cl.reply)
+	}
+	return results, errs
+}
+
+// enqueueCall is the enqueue.lua call of req.
+func (d *Driver) enqueueCall(req driver.QueueRequest) *call {
 	wait := "0"
 	if req.Wait {
 		wait = "1"
@@ -40,10 +75,15 @@ func (d *Driver) Enqueue(ctx context.Context, req driver.QueueRequest) (driver.Q
 	if req.MaxWaiters > 0 {
 		maxWaiters = strconv.Itoa(req.MaxWaiters)
 	}
-	lock := d.lockKey(req.Key)
-	reply, err := d.run(ctx, enqueueScript, []string{lock},
+	return &call{s: enqueueScript, keys: []string{d.lockKey(req.Key)}, args: []any{
 		idPrefix(req.ID), req.TTL.Milliseconds(), d.valueRest(time.Now(), req.Owner),
-		modeCode(req.Mode)+wait+maxWaiters+sep+strconv.Itoa(req.Limit)+sep+req.Inbox).Result()
+		modeCode(req.Mode) + wait + maxWaiters + sep + strconv.Itoa(req.Limit) + sep + req.Inbox,
+	}}
+}
+
+// enqueueAnswer reads enqueue.lua's reply to req.
+func enqueueAnswer(req driver.QueueRequest, cmd *redis.Cmd) (driver.QueueResult, error) {
+	reply, err := cmd.Result()
 	if err != nil {
 		return driver.QueueResult{}, refusal(req, err)
 	}

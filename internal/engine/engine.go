@@ -62,8 +62,11 @@ type Engine struct {
 	closeOnce sync.Once
 	closed    chan struct{}
 
-	settled  settledReleases // see there
-	releases releaseBatch    // see there
+	settled settledReleases // see there
+	// The Client's Unlocks and (where the driver is a QueueBatcher)
+	// Enqueues, batched (batch.go); enqueues.send is nil without one.
+	releases batcher[driver.ReleaseRequest, driver.ReleaseResult]
+	enqueues batcher[driver.QueueRequest, driver.QueueResult]
 
 	opMu      sync.Mutex
 	opStopped bool           // set by Close before it waits for ops
@@ -94,7 +97,13 @@ func New(cfg Config) (*Engine, error) {
 		closed:     make(chan struct{}),
 	}
 	e.settled.seed = maphash.MakeSeed()
-	e.releases.e = e
+	e.releases.e, e.releases.sendOne, e.releases.send = e, e.sendRelease, e.sendReleases
+	if qb, ok := cfg.Driver.(driver.QueueBatcher); ok && !caps.ContextAware {
+		e.enqueues.e, e.enqueues.sendOne, e.enqueues.send = e, qb.Enqueue, qb.EnqueueBatch
+		e.enqueues.late = func(req driver.QueueRequest, _ driver.QueueResult, _ error) {
+			e.releaser.add(placeOf(req)) // nobody will use what it queued or granted
+		}
+	}
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	e.log = newAsyncLogger(cfg.Logger)
 	e.renewer = newRenewer(e)
@@ -308,15 +317,20 @@ func (e *Engine) release(ctx context.Context, h *Hold) error {
 }
 
 // releaseOne sends one Unlock's release: in the next batch of the
-// Client's releases (releaseBatch), or, for a ContextAware driver, in a
-// call of its own on the caller's goroutine.
+// Client's releases (batch.go), or, for a ContextAware driver, in a call
+// of its own on the caller's goroutine.
 func (e *Engine) releaseOne(ctx context.Context, req driver.ReleaseRequest) (driver.ReleaseResult, error) {
 	if !e.caps.ContextAware {
-		return e.releases.release(ctx, req)
+		return e.releases.do(ctx, req)
 	}
-	res, err := call(e, ctx, func(ctx context.Context) ([]driver.ReleaseResult, error) {
-		return e.drv.Release(ctx, []driver.ReleaseRequest{req})
+	return call(e, ctx, func(ctx context.Context) (driver.ReleaseResult, error) {
+		return e.sendRelease(ctx, req)
 	}, nil)
+}
+
+// sendRelease is the driver call of one release.
+func (e *Engine) sendRelease(ctx context.Context, req driver.ReleaseRequest) (driver.ReleaseResult, error) {
+	res, err := e.drv.Release(ctx, []driver.ReleaseRequest{req})
 	if err == nil && len(res) != 1 {
 		err = fmt.Errorf("driver answered %d results for one release", len(res))
 	}
@@ -324,6 +338,22 @@ func (e *Engine) releaseOne(ctx context.Context, req driver.ReleaseRequest) (dri
 		return 0, err
 	}
 	return res[0], nil
+}
+
+// sendReleases is the driver call of a batch of releases.
+func (e *Engine) sendReleases(ctx context.Context, reqs []driver.ReleaseRequest) ([]driver.ReleaseResult, []error) {
+	res, err := e.drv.Release(ctx, reqs)
+	if err == nil && len(res) != len(reqs) {
+		err = fmt.Errorf("driver answered %d results for %d releases", len(res), len(reqs))
+	}
+	errs := make([]error, len(reqs))
+	if err != nil {
+		res = make([]driver.ReleaseResult, len(reqs))
+		for i := range errs {
+			errs[i] = err
+		}
+	}
+	return res, errs
 }
 
 func newOwnerID() string {

@@ -275,11 +275,16 @@ func (e *Engine) enqueue(ctx context.Context, q driver.Queuer, req driver.QueueR
 	if err := ctx.Err(); err != nil {
 		return driver.QueueResult{}, time.Time{}, ctxError("lock", req.Key, err)
 	}
-	place := driver.ReleaseRequest{Kind: driver.KindWaiter, Key: req.Key, ID: req.ID}
 	sent := e.now()
-	res, err := call(e, ctx, func(ctx context.Context) (driver.QueueResult, error) {
-		return q.Enqueue(ctx, req)
-	}, func(driver.QueueResult, error) { e.releaser.add(place) })
+	var res driver.QueueResult
+	var err error
+	if e.enqueues.send != nil {
+		res, err = e.enqueues.do(ctx, req) // its late releases the place, as below
+	} else {
+		res, err = call(e, ctx, func(ctx context.Context) (driver.QueueResult, error) {
+			return q.Enqueue(ctx, req)
+		}, func(driver.QueueResult, error) { e.releaser.add(placeOf(req)) })
+	}
 	if err != nil {
 		switch {
 		case ctx.Err() != nil:
@@ -290,6 +295,12 @@ func (e *Engine) enqueue(ctx context.Context, q driver.Queuer, req driver.QueueR
 		return res, sent, WrapBackend("lock", req.Key, err)
 	}
 	return res, sent, nil
+}
+
+// placeOf is the release of what an Enqueue of req may have queued or
+// granted.
+func placeOf(req driver.QueueRequest) driver.ReleaseRequest {
+	return driver.ReleaseRequest{Kind: driver.KindWaiter, Key: req.Key, ID: req.ID}
 }
 
 // takeOver turns a grant answered to an Enqueue sent at sent into a hold.
