@@ -28,6 +28,7 @@ var queueTests = []subtest{
 	{"AcquireAll", testQueueAcquireAll, true},
 	{"PermitLimit", testQueuePermitLimit, true},
 	{"MaxWaiters", testQueueMaxWaiters, true},
+	{"Batch", testQueueBatch, true},
 }
 
 // qenv is an env with the driver's Queuer and one grant inbox.
@@ -507,5 +508,45 @@ func testQueueAcquireAll(t *testing.T, h Harness) {
 	}
 	if !res.Acquired || len(res.Tokens) != 2 {
 		t.Fatalf("AcquireAll once the reader left: %+v, want acquired", res)
+	}
+}
+
+// testQueueBatch: a QueueBatcher answers every request of a batch as
+// Enqueue would, in order: a free name granted, the same name then queued
+// behind it, a bad request refused alone (driver.ErrInvalid); and the one
+// granted holds the name. Skipped for a Queuer that does not batch.
+func testQueueBatch(t *testing.T, h Harness) {
+	e := newQEnv(t, h)
+	qb, ok := e.q.(driver.QueueBatcher)
+	if !ok {
+		t.Skip("the driver is no QueueBatcher")
+	}
+	key, other := e.key("batch"), e.key("batch-other")
+	ttl := e.ttl(longTTL)
+	first, second, third := newID(), newID(), newID()
+	reqs := []driver.QueueRequest{
+		{Key: key, ID: first, TTL: ttl, Mode: driver.ModeExclusive},
+		{Key: key, ID: second, TTL: ttl, Mode: driver.ModeExclusive, Wait: true, Inbox: e.inbox},
+		{Key: key, TTL: ttl, Mode: driver.ModeExclusive}, // no id
+		{Key: other, ID: third, TTL: ttl, Mode: driver.ModeExclusive},
+	}
+	res, errs := qb.EnqueueBatch(e.ctx, reqs)
+	if len(res) != len(reqs) || len(errs) != len(reqs) {
+		t.Fatalf("EnqueueBatch of %d: %d results, %d errors", len(reqs), len(res), len(errs))
+	}
+	if errs[0] != nil || !res[0].Granted || res[0].Token == 0 {
+		t.Errorf("first request of a free name: %+v, %v; want granted", res[0], errs[0])
+	}
+	if errs[1] != nil || !res[1].Queued {
+		t.Errorf("second request of the same name, waiting: %+v, %v; want queued", res[1], errs[1])
+	}
+	if !errors.Is(errs[2], driver.ErrInvalid) {
+		t.Errorf("request without an id: %v, want an error matching driver.ErrInvalid", errs[2])
+	}
+	if errs[3] != nil || !res[3].Granted {
+		t.Errorf("request of another free name: %+v, %v; want granted", res[3], errs[3])
+	}
+	if r := e.try(e.req(key, newID(), ttl)); r.Acquired {
+		t.Errorf("Acquire of a name the batch granted: acquired")
 	}
 }
