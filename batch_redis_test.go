@@ -4,13 +4,11 @@ import (
 	"context"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/dlockio/dlock"
 	"github.com/dlockio/dlock/internal/redistest"
-	"github.com/redis/go-redis/v9"
 )
 
 // The Locks and Unlocks that a Client's goroutines make while one is in
@@ -23,7 +21,7 @@ func TestConcurrentCallsShareARoundTrip(t *testing.T) {
 	admin := redistest.NewClient(t, srv.Addr())
 	proxy := redistest.NewProxy(t, srv.Addr())
 	rdb := redistest.NewClient(t, proxy.Addr())
-	var trips roundTrips
+	var trips tripCounter
 	rdb.AddHook(&trips)
 	c := newLockerOn(t, rdb, nil)
 	other := newLocker(t, srv.Addr())
@@ -79,24 +77,5 @@ func TestConcurrentCallsShareARoundTrip(t *testing.T) {
 			t.Fatalf("batch-%d after its Unlock: %v", i, err)
 		}
 		_ = l.Unlock(context.Background())
-	}
-}
-
-// roundTrips counts the commands and pipelines a go-redis client sends.
-type roundTrips struct{ n atomic.Int64 }
-
-func (*roundTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (r *roundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		r.n.Add(1)
-		return next(ctx, cmd)
-	}
-}
-
-func (r *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		r.n.Add(1)
-		return next(ctx, cmds)
 	}
 }
