@@ -74,8 +74,15 @@ end
 -- head) and queue_lib's functions build on. Scripts run their whole chunk
 -- on every call, so each function defined at the top costs every call a
 -- closure, queued name or not (docs/benchmarks.md): defined in here, they
--- cost only the calls that use them.
+-- cost only the calls that use them. They are made once per chunk run
+-- (core keeps them), so a script call that needs them twice (a release
+-- that tries the hand-off, then settles) makes them once, and the function
+-- library, whose chunk runs once at load, once for good.
+local core
 local function queue_core()
+  if core then
+    return core
+  end
   -- q_extend makes the queue keys of lock outlive a lease that expires at
   -- exp (ms) and returns their expiry. x is their current expiry, the value
   -- of :q (false when the queue does not exist), or nil to read it.
@@ -214,7 +221,8 @@ local function queue_core()
     return true
   end
 
-  return { extend = q_extend, join = q_join, waiter = q_waiter, announce = q_announce, grant = q_grant, handoff = q_handoff }
+  core = { extend = q_extend, join = q_join, waiter = q_waiter, announce = q_announce, grant = q_grant, handoff = q_handoff }
+  return core
 end
 
 -- queue_lib returns the rest of the queue. Its functions take K, the key
