@@ -51,23 +51,15 @@ func (d *Driver) runBatch(ctx context.Context, b batch, answer func(i int, digit
 	if len(calls) == 1 {
 		// One script call (several requests in one slot): a pipeline would
 		// only add its own work.
-		cl := calls[0]
-		cl.reply = d.run(ctx, cl.s, cl.keys, cl.args...)
-		if err := cl.reply.Err(); err != nil {
+		if err := d.runOne(ctx, calls[0]); err != nil {
 			return err
 		}
 	} else if err := d.runCalls(ctx, calls); err != nil {
 		return err
 	}
 	for _, p := range parts {
-		digits, err := replyDigits(p.cl, len(p.idx))
-		if err != nil {
+		if err := answerAll(p.cl, p.idx, answer); err != nil {
 			return err
-		}
-		for i, ri := range p.idx {
-			if err := answer(ri, digits[i]); err != nil {
-				return fmt.Errorf("%s script: %w", p.cl.s.name, err)
-			}
 		}
 	}
 	return nil
@@ -81,29 +73,34 @@ func (d *Driver) runSingle(ctx context.Context, b batch, answer func(i int, digi
 	if b.isLock(0) {
 		newCall = b.lockCall
 	}
-	cl := newCall([]int{0})
-	cl.reply = d.run(ctx, cl.s, cl.keys, cl.args...)
-	if err := cl.reply.Err(); err != nil {
+	idx := []int{0}
+	cl := newCall(idx)
+	if err := d.runOne(ctx, cl); err != nil {
 		return err
 	}
-	digits, err := replyDigits(cl, 1)
-	if err != nil {
-		return err
-	}
-	if err := answer(0, digits[0]); err != nil {
-		return fmt.Errorf("%s script: %w", cl.s.name, err)
-	}
-	return nil
+	return answerAll(cl, idx, answer)
 }
 
-// replyDigits returns the reply of a batch script: one digit per request.
-func replyDigits(cl *call, n int) (string, error) {
+// runOne runs cl alone and returns its reply's error.
+func (d *Driver) runOne(ctx context.Context, cl *call) error {
+	cl.reply = d.run(ctx, cl.s, cl.keys, cl.args...)
+	return cl.reply.Err()
+}
+
+// answerAll hands answer the one-digit reply of each request idx[i] from
+// cl's reply, a batch script's: one digit per request.
+func answerAll(cl *call, idx []int, answer func(i int, digit byte) error) error {
 	s, err := cl.reply.Text()
 	if err != nil {
-		return "", err
+		return err
 	}
-	if len(s) != n {
-		return "", fmt.Errorf("%s script: %d answers for %d keys", cl.s.name, len(s), n)
+	if len(s) != len(idx) {
+		return fmt.Errorf("%s script: %d answers for %d keys", cl.s.name, len(s), len(idx))
 	}
-	return s, nil
+	for i, ri := range idx {
+		if err := answer(ri, s[i]); err != nil {
+			return fmt.Errorf("%s script: %w", cl.s.name, err)
+		}
+	}
+	return nil
 }

@@ -53,8 +53,7 @@ func (d *Driver) EnqueueBatch(ctx context.Context, reqs []driver.QueueRequest) (
 	case 0:
 		return results, errs
 	case 1:
-		cl := calls[0]
-		cl.reply = d.run(ctx, cl.s, cl.keys, cl.args...)
+		_ = d.runOne(ctx, calls[0]) // its error is in its reply
 	default:
 		_ = d.runCalls(ctx, calls) // each call's error is in its reply
 	}

@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"sync"
-	"time"
 )
 
 // batcher sends the requests of one kind (Unlocks, Enqueues) that a
@@ -44,24 +43,12 @@ type batchWait[Q, R any] struct {
 }
 
 // batchCall is a batch of requests and the context of its driver call:
-// the first request's values, done once every caller has stopped waiting.
+// the first request's values, no deadline (it is not one caller's), done
+// once every caller has stopped waiting.
 type batchCall[Q, R any] struct {
-	waits     []*batchWait[Q, R]
-	waiting   int           // callers still waiting; under batcher.mu
-	abandoned chan struct{} // closed when waiting reaches 0
-}
-
-func (c *batchCall[Q, R]) Deadline() (time.Time, bool) { return time.Time{}, false }
-func (c *batchCall[Q, R]) Done() <-chan struct{}       { return c.abandoned }
-func (c *batchCall[Q, R]) Value(key any) any           { return c.waits[0].ctx.Value(key) }
-
-func (c *batchCall[Q, R]) Err() error {
-	select {
-	case <-c.abandoned:
-		return context.Canceled
-	default:
-		return nil
-	}
+	callContext
+	waits   []*batchWait[Q, R]
+	waiting int // callers still waiting; under batcher.mu
 }
 
 // do sends req in the next batch and returns its answer, or an error
@@ -116,7 +103,7 @@ func (b *batcher[Q, R]) leave(w *batchWait[Q, R]) bool {
 	w.gone = true
 	if c := w.batch; c != nil {
 		if c.waiting--; c.waiting == 0 {
-			close(c.abandoned)
+			c.abandon(nil)
 		}
 	}
 	return true
@@ -125,7 +112,8 @@ func (b *batcher[Q, R]) leave(w *batchWait[Q, R]) bool {
 // takeLocked takes up to MaxBatch pending requests; b.mu is held.
 func (b *batcher[Q, R]) takeLocked() *batchCall[Q, R] {
 	n := min(len(b.pending), b.e.caps.MaxBatch)
-	c := &batchCall[Q, R]{waits: b.pending[:n:n], abandoned: make(chan struct{})}
+	c := &batchCall[Q, R]{waits: b.pending[:n:n]}
+	c.callContext = newCallContext(c.waits[0].ctx, false)
 	b.pending = b.pending[n:]
 	if len(b.pending) == 0 {
 		b.pending = nil // lets the taken batch's array go with it
@@ -137,7 +125,7 @@ func (b *batcher[Q, R]) takeLocked() *batchCall[Q, R] {
 		}
 	}
 	if c.waiting == 0 {
-		close(c.abandoned)
+		c.abandon(nil)
 	}
 	return c
 }
@@ -199,6 +187,6 @@ type batchJob[Q, R any] struct {
 func (j *batchJob[Q, R]) run() {
 	defer j.b.e.ops.Done()
 	for batch := j.batch; batch != nil; batch = j.b.next() {
-		j.b.call(batch, batch)
+		j.b.call(&batch.callContext, batch)
 	}
 }

@@ -35,7 +35,8 @@ func call[T any](e *Engine, ctx context.Context, f func(context.Context) (T, err
 		defer stop()
 		return f(ctx)
 	}
-	p := &pending[T]{caller: ctx, f: f, late: late, done: make(chan outcome[T], 1), abandoned: make(chan struct{}), ops: &e.ops}
+	p := &pending[T]{f: f, late: late, done: make(chan outcome[T], 1), ops: &e.ops}
+	p.callContext = newCallContext(ctx, true)
 	e.ops.Add(1) // the caller holds an op, so Close cannot be waiting yet
 	e.callers.run(p)
 	var cause error
@@ -48,11 +49,7 @@ func call[T any](e *Engine, ctx context.Context, f func(context.Context) (T, err
 		cause = ErrClosed
 	}
 	if p.state.CompareAndSwap(0, 2) {
-		p.err = ctx.Err()
-		if p.err == nil {
-			p.err = context.Canceled // by Close
-		}
-		close(p.abandoned)
+		p.abandon(ctx.Err())
 		var zero T
 		return zero, cause
 	}
@@ -63,13 +60,11 @@ func call[T any](e *Engine, ctx context.Context, f func(context.Context) (T, err
 // pending is a driver call that call runs on a caller goroutine, and the
 // context the call gets.
 type pending[T any] struct {
-	caller    context.Context
-	f         func(context.Context) (T, error)
-	late      func(T, error)
-	done      chan outcome[T] // buffered: the answer never waits for the caller
-	abandoned chan struct{}   // closed, after err is set, when the caller gives up
-	err       error
-	ops       *sync.WaitGroup
+	callContext
+	f    func(context.Context) (T, error)
+	late func(T, error)
+	done chan outcome[T] // buffered: the answer never waits for the caller
+	ops  *sync.WaitGroup
 	// state: 0 running, 1 answered, 2 abandoned. Whoever moves it first
 	// owns the outcome.
 	state atomic.Int32
@@ -82,7 +77,7 @@ type outcome[T any] struct {
 
 func (p *pending[T]) run() {
 	defer p.ops.Done()
-	v, err := p.f(p)
+	v, err := p.f(&p.callContext)
 	if p.state.CompareAndSwap(0, 1) {
 		p.done <- outcome[T]{v, err}
 		return
@@ -92,17 +87,47 @@ func (p *pending[T]) run() {
 	}
 }
 
-// The context.Context of the call: the caller's values and deadline, done
-// when the caller abandons the call.
+// callContext is the context of a driver call that runs on a caller
+// goroutine for callers who may stop waiting for it (call, and a batch of
+// several: batch.go): a caller's values, and its deadline if the call is
+// that caller's alone, done once the call is abandoned. Done, and not a
+// context derived from each caller's and the engine's, which would cost
+// allocations on every call.
+type callContext struct {
+	values    context.Context
+	deadline  bool          // whether Deadline is that of values
+	abandoned chan struct{} // closed, after err is set, by abandon
+	err       error
+}
 
-func (p *pending[T]) Deadline() (time.Time, bool) { return p.caller.Deadline() }
-func (p *pending[T]) Done() <-chan struct{}       { return p.abandoned }
-func (p *pending[T]) Value(key any) any           { return p.caller.Value(key) }
+func newCallContext(values context.Context, deadline bool) callContext {
+	return callContext{values: values, deadline: deadline, abandoned: make(chan struct{})}
+}
 
-func (p *pending[T]) Err() error {
+// abandon makes the context done, with err (the caller's ctx.Err(), or nil
+// when the engine closes: then context.Canceled). Called once.
+func (c *callContext) abandon(err error) {
+	if err == nil {
+		err = context.Canceled
+	}
+	c.err = err
+	close(c.abandoned)
+}
+
+func (c *callContext) Done() <-chan struct{} { return c.abandoned }
+func (c *callContext) Value(key any) any     { return c.values.Value(key) }
+
+func (c *callContext) Deadline() (time.Time, bool) {
+	if !c.deadline {
+		return time.Time{}, false
+	}
+	return c.values.Deadline()
+}
+
+func (c *callContext) Err() error {
 	select {
-	case <-p.abandoned:
-		return p.err
+	case <-c.abandoned:
+		return c.err
 	default:
 		return nil
 	}
