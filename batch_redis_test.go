@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/dlockio/dlock"
-	"github.com/dlockio/dlock/internal/redistest"
+	"github.com/dlockio/dlock/internal/testkit/redisserver"
 )
 
 // The Locks and Unlocks that a Client's goroutines make while one is in
@@ -17,10 +17,10 @@ import (
 // what it would alone (a lease with its own token; then nil, and the name
 // free for another Client).
 func TestConcurrentCallsShareARoundTrip(t *testing.T) {
-	srv := redistest.Start(t)
-	admin := redistest.NewClient(t, srv.Addr())
-	proxy := redistest.NewProxy(t, srv.Addr())
-	rdb := redistest.NewClient(t, proxy.Addr())
+	srv := redisserver.Start(t)
+	admin := redisserver.NewClient(t, srv.Addr())
+	proxy := redisserver.NewProxy(t, srv.Addr())
+	rdb := redisserver.NewClient(t, proxy.Addr())
 	var trips tripCounter
 	rdb.AddHook(&trips)
 	c := newLockerOn(t, rdb, nil)

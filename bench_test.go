@@ -8,14 +8,14 @@ import (
 	"testing"
 
 	"github.com/dlockio/dlock"
-	"github.com/dlockio/dlock/internal/redistest"
+	"github.com/dlockio/dlock/internal/testkit/redisserver"
 	"github.com/redis/go-redis/v9"
 )
 
 // BenchmarkLockUnlock measures one TryLock+Unlock cycle on an uncontended
 // key: two round trips to a loopback redis-server.
 func BenchmarkLockUnlock(b *testing.B) {
-	srv := redistest.Start(b)
+	srv := redisserver.Start(b)
 	c := newLocker(b, srv.Addr())
 	ctx := context.Background()
 	b.ReportAllocs()
@@ -33,7 +33,7 @@ func BenchmarkLockUnlock(b *testing.B) {
 // BenchmarkLockUnlockParallel runs cycles on distinct keys from
 // GOMAXPROCS×4 goroutines sharing one Client (and its connection pool).
 func BenchmarkLockUnlockParallel(b *testing.B) {
-	srv := redistest.Start(b)
+	srv := redisserver.Start(b)
 	c := newLocker(b, srv.Addr())
 	var next atomic.Int64
 	b.ReportAllocs()
@@ -49,7 +49,7 @@ func BenchmarkLockUnlockParallel(b *testing.B) {
 // processes, in effect) Lock one key, so each cycle includes a wake-up by
 // release notification.
 func BenchmarkLockContended(b *testing.B) {
-	srv := redistest.Start(b)
+	srv := redisserver.Start(b)
 	lockers := make([]*dlock.Client, 2*runtime.GOMAXPROCS(0))
 	for i := range lockers {
 		lockers[i] = newLocker(b, srv.Addr())
@@ -81,8 +81,8 @@ func cycle(b *testing.B, lock func(context.Context, string, ...dlock.LockOption)
 // BenchmarkRawFloor is the floor BenchmarkLockUnlock is compared with: a
 // bare SET NX PX and a compare-and-delete script, nothing else.
 func BenchmarkRawFloor(b *testing.B) {
-	srv := redistest.Start(b)
-	rdb := redistest.NewClient(b, srv.Addr())
+	srv := redisserver.Start(b)
+	rdb := redisserver.NewClient(b, srv.Addr())
 	ctx := context.Background()
 	del := redis.NewScript(`if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`)
 	b.ReportAllocs()

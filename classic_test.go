@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/dlockio/dlock"
-	"github.com/dlockio/dlock/internal/redistest"
+	"github.com/dlockio/dlock/internal/testkit/redisserver"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -38,7 +38,7 @@ func (n naiveLock) release(ctx context.Context, key string) { n.rdb.Del(ctx, key
 
 // Failure 1: SETNX then EXPIRE is not atomic.
 func TestClassicCrashBetweenSetnxAndExpire(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := redisserver.Start(t)
 	rdb := srv.Client(t)
 	ctx := ctxTimeout(t, 20*time.Second)
 	const ttl = 200 * time.Millisecond
@@ -63,7 +63,7 @@ func TestClassicCrashBetweenSetnxAndExpire(t *testing.T) {
 	t.Run("dlock lock expires after its holder crashed", func(t *testing.T) {
 		// The holder talks through a proxy; the crash is the proxy going
 		// silent, so neither renewal nor release reaches Redis.
-		proxy := redistest.NewProxy(t, srv.Addr())
+		proxy := redisserver.NewProxy(t, srv.Addr())
 		holder := newLocker(t, proxy.Addr())
 		l, err := holder.TryLock(ctx, "dlock:crash", dlock.WithTTL(ttl))
 		if err != nil {
@@ -90,7 +90,7 @@ func TestClassicCrashBetweenSetnxAndExpire(t *testing.T) {
 
 // Failure 2: DEL on release does not check ownership.
 func TestClassicReleaseDeletesForeignLock(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := redisserver.Start(t)
 	rdb := srv.Client(t)
 	ctx := ctxTimeout(t, 20*time.Second)
 	const ttl = 100 * time.Millisecond
@@ -150,7 +150,7 @@ func waitGone(t *testing.T, rdb *redis.Client, key string) {
 
 // Failure 3: the work outlives the TTL.
 func TestClassicWorkOutlivesTTL(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := redisserver.Start(t)
 	ctx := ctxTimeout(t, 30*time.Second)
 	const ttl = 150 * time.Millisecond
 	const work = 5 * ttl

@@ -11,25 +11,25 @@ import (
 	"time"
 
 	"github.com/dlockio/dlock"
-	"github.com/dlockio/dlock/internal/redistest"
-	"github.com/dlockio/dlock/internal/testutil"
+	"github.com/dlockio/dlock/internal/testkit/probe"
+	"github.com/dlockio/dlock/internal/testkit/redisserver"
 	"github.com/redis/go-redis/v9"
 )
 
 // newProxiedLocker returns a Client whose go-redis client reaches srv
 // through a fault-injecting proxy; the go-redis client is returned so the
 // test can close it after the Client, as an application does.
-func newProxiedLocker(t *testing.T, srv *redistest.Server) (*dlock.Client, *redis.Client, *redistest.Proxy) {
+func newProxiedLocker(t *testing.T, srv *redisserver.Server) (*dlock.Client, *redis.Client, *redisserver.Proxy) {
 	t.Helper()
-	proxy := redistest.NewProxy(t, srv.Addr())
-	rdb := redistest.NewClient(t, proxy.Addr())
+	proxy := redisserver.NewProxy(t, srv.Addr())
+	rdb := redisserver.NewClient(t, proxy.Addr())
 	return newLockerOn(t, rdb, nil), rdb, proxy
 }
 
 // Close must end leases at once, not after a renewal in flight against a
 // slow store has returned: until then a rival may already hold the lock.
 func TestCloseEndsLeasesWhileARenewalIsStuck(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := redisserver.Start(t)
 	c, _, proxy := newProxiedLocker(t, srv)
 	const ttl = 900 * time.Millisecond
 	l, err := c.TryLock(ctxTimeout(t, 5*time.Second), "stuck", dlock.WithTTL(ttl))
@@ -55,7 +55,7 @@ func TestCloseEndsLeasesWhileARenewalIsStuck(t *testing.T) {
 // An acquisition in flight when Close is called, then the application
 // closes its go-redis client: the key must not stay held by nobody.
 func TestCloseLeavesNoOrphanedAcquisition(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := redisserver.Start(t)
 	c, rdb, proxy := newProxiedLocker(t, srv)
 	if _, err := c.TryLock(ctxTimeout(t, 5*time.Second), "warm", dlock.WithTTL(time.Minute)); err != nil {
 		t.Fatal(err) // warms the connection and the script cache
@@ -81,7 +81,7 @@ func TestCloseLeavesNoOrphanedAcquisition(t *testing.T) {
 // Unlock with a context that is already done ends the lease and still
 // frees the key, instead of leaving it held for its TTL.
 func TestUnlockWithDoneContextStillFreesTheKey(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := redisserver.Start(t)
 	c := newLocker(t, srv.Addr())
 	l, err := c.TryLock(ctxTimeout(t, 5*time.Second), "deferred", dlock.WithTTL(time.Minute))
 	if err != nil {
@@ -97,7 +97,7 @@ func TestUnlockWithDoneContextStillFreesTheKey(t *testing.T) {
 
 // Close with many leases releases them in batches, not one goroutine each.
 func TestCloseWithManyLeasesIsBatched(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := redisserver.Start(t)
 	c := newLocker(t, srv.Addr())
 	const n = 5000
 	ctx := ctxTimeout(t, time.Minute)
@@ -107,7 +107,7 @@ func TestCloseWithManyLeasesIsBatched(t *testing.T) {
 		}
 	}
 	var closeErr error
-	before, peak := testutil.PeakGoroutines(func() { closeErr = c.Close() })
+	before, peak := probe.PeakGoroutines(func() { closeErr = c.Close() })
 	if closeErr != nil {
 		t.Fatal(closeErr)
 	}
@@ -125,7 +125,7 @@ func TestCloseWithManyLeasesIsBatched(t *testing.T) {
 
 // Unlock(nil) is bad input: a typed error, and still no lock left held.
 func TestUnlockWithNilContext(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := redisserver.Start(t)
 	c := newLocker(t, srv.Addr())
 	l, err := c.TryLock(ctxTimeout(t, 5*time.Second), "nilctx", dlock.WithTTL(time.Minute))
 	if err != nil {

@@ -8,12 +8,12 @@ import (
 	"time"
 
 	"github.com/dlockio/dlock"
-	"github.com/dlockio/dlock/internal/redistest"
+	"github.com/dlockio/dlock/internal/testkit/redisserver"
 	"github.com/dlockio/dlock/redisdriver"
 	"github.com/redis/go-redis/v9"
 )
 
-func newClusterLocker(t *testing.T, nodes []*redistest.Server) (*dlock.Client, *redisdriver.Driver) {
+func newClusterLocker(t *testing.T, nodes []*redisserver.Server) (*dlock.Client, *redisdriver.Driver) {
 	t.Helper()
 	addrs := make([]string, len(nodes))
 	for i, n := range nodes {
@@ -33,7 +33,7 @@ func newClusterLocker(t *testing.T, nodes []*redistest.Server) (*dlock.Client, *
 // (grouped per slot in one pipeline), waiting woken across nodes, listing
 // across masters.
 func TestCluster(t *testing.T) {
-	nodes := redistest.StartCluster(t, 3)
+	nodes := redisserver.StartCluster(t, 3)
 	a, drv := newClusterLocker(t, nodes)
 	b, _ := newClusterLocker(t, nodes)
 	ctx := ctxTimeout(t, 30*time.Second)

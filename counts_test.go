@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/dlockio/dlock"
-	"github.com/dlockio/dlock/internal/redistest"
+	"github.com/dlockio/dlock/internal/testkit/redisserver"
 )
 
 // The hot path's counts guard. Speed on a shared machine drifts; counts do
@@ -98,8 +98,8 @@ func leaseCycle(acquire func(context.Context) (*dlock.Lease, error)) func(contex
 }
 
 func TestCountsPerCycle(t *testing.T) {
-	srv := redistest.Start(t)
-	admin := redistest.NewClient(t, srv.Addr())
+	srv := redisserver.Start(t)
+	admin := redisserver.NewClient(t, srv.Addr())
 	c := newLocker(t, srv.Addr())
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -160,8 +160,8 @@ func TestGoroutinesPerIdleClient(t *testing.T) {
 		budgetNew   = 3              // the renewer, the releaser and the grant listener
 		budgetBurst = budgetNew + 16 // and callers kept for the next call (engine/callers.go)
 	)
-	srv := redistest.Start(t)
-	rdb := redistest.NewClient(t, srv.Addr())
+	srv := redisserver.Start(t)
+	rdb := redisserver.NewClient(t, srv.Addr())
 	if err := rdb.Ping(context.Background()).Err(); err != nil {
 		t.Fatal(err)
 	}

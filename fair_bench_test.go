@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/dlockio/dlock"
-	"github.com/dlockio/dlock/internal/redistest"
-	"github.com/dlockio/dlock/internal/testutil"
+	"github.com/dlockio/dlock/internal/testkit/probe"
+	"github.com/dlockio/dlock/internal/testkit/redisserver"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -20,7 +20,7 @@ import (
 // command run). Run it in interleaved rounds (-count=1 in a loop) to
 // compare.
 func BenchmarkFairUncontended(b *testing.B) {
-	srv := redistest.Start(b)
+	srv := redisserver.Start(b)
 	rdb := srv.Client(b)
 	c := newLocker(b, srv.Addr())
 	for _, bc := range []struct {
@@ -56,7 +56,7 @@ func BenchmarkFairUncontended(b *testing.B) {
 // ratios (fifo/plain).
 func BenchmarkFairVersusPlain(b *testing.B) {
 	const block = 50
-	srv := redistest.Start(b)
+	srv := redisserver.Start(b)
 	rdb := srv.Client(b)
 	c := newLocker(b, srv.Addr())
 	ctx := context.Background()
@@ -78,7 +78,7 @@ func BenchmarkFairVersusPlain(b *testing.B) {
 		redisUsec[p] += serverUsec(b, rdb) - before
 	}
 	// The warm-up opens connections, loads scripts, subscribes the grant watcher.
-	rounds := testutil.Versus(b, run, func() { wall, redisUsec = [2]time.Duration{}, [2]float64{} })
+	rounds := probe.Versus(b, run, func() { wall, redisUsec = [2]time.Duration{}, [2]float64{} })
 	cycles := float64(rounds * block)
 	b.ReportMetric(float64(wall[0].Microseconds())/cycles, "plain-µs/cycle")
 	b.ReportMetric(float64(wall[1].Microseconds())/cycles, "fifo-µs/cycle")

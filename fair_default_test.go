@@ -7,14 +7,14 @@ import (
 	"time"
 
 	"github.com/dlockio/dlock"
-	"github.com/dlockio/dlock/internal/redistest"
+	"github.com/dlockio/dlock/internal/testkit/redisserver"
 )
 
 // On Redis a Lock without options waits in the store's queue, in arrival
 // order, and is handed the lock by the release; WithoutFIFO waits the
 // plain way, with no place in the queue.
 func TestRedisLockIsFairByDefault(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := redisserver.Start(t)
 	holder, a, b := newLocker(t, srv.Addr()), newLocker(t, srv.Addr()), newLocker(t, srv.Addr())
 	ctx := ctxTimeout(t, 20*time.Second)
 	l, err := holder.Lock(ctx, "k")
@@ -75,7 +75,7 @@ func TestRedisLockIsFairByDefault(t *testing.T) {
 // left. Each round hands off at another point of that cycle (the place's
 // age is what the test is about, so it waits for time to pass).
 func TestRedisFairFixedLeaseGetsAFullTTL(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := redisserver.Start(t)
 	a, b := newLocker(t, srv.Addr()), newLocker(t, srv.Addr())
 	ctx := ctxTimeout(t, 60*time.Second)
 	const ttl = 2 * time.Second
@@ -105,11 +105,11 @@ func TestRedisFairFixedLeaseGetsAFullTTL(t *testing.T) {
 // at another point of the place's renewal cycle and holds the lease for two
 // TTLs. Before the fix, the rounds late in the cycle lost their leases.
 func TestRedisFairHandoffUnderLatency(t *testing.T) {
-	srv := redistest.Start(t)
-	proxy := redistest.NewProxy(t, srv.Addr())
+	srv := redisserver.Start(t)
+	proxy := redisserver.NewProxy(t, srv.Addr())
 	proxy.SetLatency(150 * time.Millisecond)
 	holder := newLocker(t, srv.Addr())
-	slow := newLockerOn(t, redistest.NewClient(t, proxy.Addr()), nil)
+	slow := newLockerOn(t, redisserver.NewClient(t, proxy.Addr()), nil)
 	ctx := ctxTimeout(t, 60*time.Second)
 	const ttl = 400 * time.Millisecond
 	// Renew a lease once first, so that Redis has the driver's library:

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/dlockio/dlock"
-	"github.com/dlockio/dlock/internal/redistest"
+	"github.com/dlockio/dlock/internal/testkit/redisserver"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -18,9 +18,9 @@ import (
 // it joined was told the expiry, and this one got the lock at its next
 // renewal instead: here 0.2 TTL late, up to TTL/3 in general.
 func TestFairLockCrashedHolderTakenOverByTheNewHead(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := redisserver.Start(t)
 	admin := srv.Client(t)
-	holderRdb := redistest.NewClient(t, srv.Addr())
+	holderRdb := redisserver.NewClient(t, srv.Addr())
 	holder := newLockerOn(t, holderRdb, nil)
 	first, second := newLocker(t, srv.Addr()), newLocker(t, srv.Addr())
 	ctx := ctxTimeout(t, 30*time.Second)

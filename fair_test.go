@@ -11,7 +11,7 @@ import (
 
 	"github.com/dlockio/dlock"
 	"github.com/dlockio/dlock/driver"
-	"github.com/dlockio/dlock/internal/redistest"
+	"github.com/dlockio/dlock/internal/testkit/redisserver"
 	"github.com/dlockio/dlock/memdriver"
 	"github.com/dlockio/dlock/redisdriver"
 	"github.com/redis/go-redis/v9"
@@ -64,7 +64,7 @@ func fairWaiter(ctx context.Context, c *dlock.Client, key string, who int, out c
 // the store, each from the previous holder's Unlock, with strictly
 // increasing tokens.
 func TestFairLockFIFOOrder(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := redisserver.Start(t)
 	q := queueInspector(t, srv.Client(t))
 	clients := make([]*dlock.Client, 4)
 	for i := range clients {
@@ -124,11 +124,11 @@ func TestFairLockFIFOOrder(t *testing.T) {
 // A waiter at the head whose process is cut off (it stops renewing) is
 // skipped within its TTL: the live waiter behind it gets the lock.
 func TestFairLockDeadWaiterAtHead(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := redisserver.Start(t)
 	q := queueInspector(t, srv.Client(t))
 	holder := newLocker(t, srv.Addr())
-	proxy := redistest.NewProxy(t, srv.Addr())
-	dead := newLockerOn(t, redistest.NewClient(t, proxy.Addr()), nil)
+	proxy := redisserver.NewProxy(t, srv.Addr())
+	dead := newLockerOn(t, redisserver.NewClient(t, proxy.Addr()), nil)
 	live := newLocker(t, srv.Addr())
 	ctx := ctxTimeout(t, 30*time.Second)
 	const key = "dead-head"
@@ -177,7 +177,7 @@ func TestFairLockDeadWaiterAtHead(t *testing.T) {
 // A waiter whose ctx ends as the lock is handed to it passes the lock on at
 // once: the next waiter gets it long before the TTL could run out.
 func TestFairLockCancelRacingGrant(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := redisserver.Start(t)
 	q := queueInspector(t, srv.Client(t))
 	a := newLocker(t, srv.Addr())
 	b := newLocker(t, srv.Addr())
@@ -241,10 +241,10 @@ func TestFairLockCancelRacingGrant(t *testing.T) {
 // go; the head waiter takes the lock over at the store's expiry (its poke
 // at RetryAfter), with a greater token.
 func TestFairLockHandoffHolderPaused(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := redisserver.Start(t)
 	q := queueInspector(t, srv.Client(t))
-	proxy := redistest.NewProxy(t, srv.Addr())
-	paused := newLockerOn(t, redistest.NewClient(t, proxy.Addr()), nil)
+	proxy := redisserver.NewProxy(t, srv.Addr())
+	paused := newLockerOn(t, redisserver.NewClient(t, proxy.Addr()), nil)
 	waiter := newLocker(t, srv.Addr())
 	ctx := ctxTimeout(t, 30*time.Second)
 	const key = "paused"
@@ -281,7 +281,7 @@ func TestFairLockHandoffHolderPaused(t *testing.T) {
 // On a 3-node Cluster, hand-offs of keys in many slots reach waiters on
 // other Clients (grants are announced from the node of each key's slot).
 func TestFairLockCluster(t *testing.T) {
-	nodes := redistest.StartCluster(t, 3)
+	nodes := redisserver.StartCluster(t, 3)
 	a, drv := newClusterLocker(t, nodes)
 	b, _ := newClusterLocker(t, nodes)
 	ctx := ctxTimeout(t, 30*time.Second)
@@ -499,7 +499,7 @@ func TestFairLockLostReplyCleanup(t *testing.T) {
 // behind a holder, it is still first, and gets the lock before a waiter
 // that came after it.
 func TestFairLockLongWaitKeepsPlace(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := redisserver.Start(t)
 	q := queueInspector(t, srv.Client(t))
 	holder := newLocker(t, srv.Addr())
 	a := newLocker(t, srv.Addr())

@@ -9,7 +9,7 @@ import (
 
 	"github.com/dlockio/dlock"
 	"github.com/dlockio/dlock/driver"
-	"github.com/dlockio/dlock/internal/redistest"
+	"github.com/dlockio/dlock/internal/testkit/redisserver"
 	"github.com/dlockio/dlock/redisdriver"
 	"github.com/redis/go-redis/v9"
 )
@@ -18,7 +18,7 @@ import (
 // both are closed at the end of the test (the Client first).
 func newLocker(t testing.TB, addr string, opts ...dlock.Option) *dlock.Client {
 	t.Helper()
-	return newLockerOn(t, redistest.NewClient(t, addr), nil, opts...)
+	return newLockerOn(t, redisserver.NewClient(t, addr), nil, opts...)
 }
 
 // newLockerOn returns a Client using rdb (any UniversalClient, closed at the

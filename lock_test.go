@@ -10,12 +10,12 @@ import (
 	"time"
 
 	"github.com/dlockio/dlock"
-	"github.com/dlockio/dlock/internal/redistest"
+	"github.com/dlockio/dlock/internal/testkit/redisserver"
 	"github.com/dlockio/dlock/redisdriver"
 )
 
 func TestTryLockExcludesAndUnlockFrees(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := redisserver.Start(t)
 	a, b := newLocker(t, srv.Addr()), newLocker(t, srv.Addr())
 	ctx := ctxTimeout(t, 10*time.Second)
 
@@ -64,7 +64,7 @@ func TestTryLockExcludesAndUnlockFrees(t *testing.T) {
 }
 
 func TestOwnerMetadataIsStored(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := redisserver.Start(t)
 	c := newLocker(t, srv.Addr(), dlock.WithOwnerMeta("order-service v1"))
 	ctx := ctxTimeout(t, 10*time.Second)
 	l, err := c.TryLock(ctx, "meta", dlock.WithMeta("batch 7"))
@@ -86,7 +86,7 @@ func TestOwnerMetadataIsStored(t *testing.T) {
 }
 
 func TestInvalidInput(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := redisserver.Start(t)
 	c := newLocker(t, srv.Addr())
 	ctx := ctxTimeout(t, 10*time.Second)
 	cases := []struct {
@@ -147,7 +147,7 @@ func TestInvalidInput(t *testing.T) {
 	}
 }
 
-func mustDriver(t testing.TB, srv *redistest.Server) *redisdriver.Driver {
+func mustDriver(t testing.TB, srv *redisserver.Server) *redisdriver.Driver {
 	d, err := redisdriver.New(srv.Client(t))
 	if err != nil {
 		t.Fatal(err)
@@ -156,7 +156,7 @@ func mustDriver(t testing.TB, srv *redistest.Server) *redisdriver.Driver {
 }
 
 func TestBackendDownIsTypedAndFast(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := redisserver.Start(t)
 	c := newLocker(t, srv.Addr())
 	srv.Kill()
 	ctx := ctxTimeout(t, 30*time.Second)
@@ -169,7 +169,7 @@ func TestBackendDownIsTypedAndFast(t *testing.T) {
 }
 
 func TestLockCancelledReturnsContextError(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := redisserver.Start(t)
 	a, b := newLocker(t, srv.Addr()), newLocker(t, srv.Addr())
 	l, err := a.Lock(ctxTimeout(t, 5*time.Second), "busy")
 	if err != nil {
@@ -185,7 +185,7 @@ func TestLockCancelledReturnsContextError(t *testing.T) {
 }
 
 func TestCloseReleasesLeasesAndStopsWaiters(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := redisserver.Start(t)
 	rdb := srv.Client(t)
 	a, b := newLocker(t, srv.Addr()), newLocker(t, srv.Addr())
 	ctx := ctxTimeout(t, 10*time.Second)
@@ -232,8 +232,8 @@ func TestCloseReleasesLeasesAndStopsWaiters(t *testing.T) {
 // Unlock whose reply is lost (the release ran in Redis, the client timed
 // out) must answer nil when retried — not ErrNotHeld.
 func TestUnlockRetryAfterLostReply(t *testing.T) {
-	srv := redistest.Start(t)
-	proxy := redistest.NewProxy(t, srv.Addr())
+	srv := redisserver.Start(t)
+	proxy := redisserver.NewProxy(t, srv.Addr())
 	c := newLocker(t, proxy.Addr())
 	ctx := ctxTimeout(t, 20*time.Second)
 	// Load the library first, so the delayed reply below is the release's
@@ -284,7 +284,7 @@ func TestUnlockRetryAfterLostReply(t *testing.T) {
 // retry (driver.ReleaseRequest.Settled), so only the last release's value
 // stays, under :last, for the TTL it had left.
 func TestRepeatedLocksLeaveNoReleaseRecords(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := redisserver.Start(t)
 	rdb := srv.Client(t)
 	c := newLocker(t, srv.Addr())
 	ctx := ctxTimeout(t, 10*time.Second)

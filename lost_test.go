@@ -11,11 +11,11 @@ import (
 	"time"
 
 	"github.com/dlockio/dlock"
-	"github.com/dlockio/dlock/internal/redistest"
+	"github.com/dlockio/dlock/internal/testkit/redisserver"
 )
 
 func TestLostWhenKeyDeletedBehindHolder(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := redisserver.Start(t)
 	rdb := srv.Client(t)
 	c := newLocker(t, srv.Addr())
 	const ttl = 300 * time.Millisecond
@@ -36,7 +36,7 @@ func TestLostWhenKeyDeletedBehindHolder(t *testing.T) {
 }
 
 func TestLostWhenRedisRestartsEmpty(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := redisserver.Start(t)
 	c := newLocker(t, srv.Addr())
 	const ttl = 300 * time.Millisecond
 	ctx := ctxTimeout(t, 20*time.Second)
@@ -65,8 +65,8 @@ func TestLostWhenRedisRestartsEmpty(t *testing.T) {
 // Replies delayed past the validity deadline: the holder must give up the
 // lock before the key can expire in Redis, i.e. before anyone else gets in.
 func TestLostBeforeExpiryWhenRepliesAreDelayed(t *testing.T) {
-	srv := redistest.Start(t)
-	proxy := redistest.NewProxy(t, srv.Addr())
+	srv := redisserver.Start(t)
+	proxy := redisserver.NewProxy(t, srv.Addr())
 	holder := newLocker(t, proxy.Addr())
 	rival := newLocker(t, srv.Addr())
 	const ttl = 300 * time.Millisecond
@@ -111,8 +111,8 @@ func TestLostBeforeExpiryWhenRepliesAreDelayed(t *testing.T) {
 // Renewals that arrive but whose replies are slow (yet within the deadline)
 // must keep the lease: latency alone is not loss.
 func TestSlowButTimelyRenewalsKeepLease(t *testing.T) {
-	srv := redistest.Start(t)
-	proxy := redistest.NewProxy(t, srv.Addr())
+	srv := redisserver.Start(t)
+	proxy := redisserver.NewProxy(t, srv.Addr())
 	holder := newLocker(t, proxy.Addr())
 	const ttl = 600 * time.Millisecond
 	ctx := ctxTimeout(t, 20*time.Second)
@@ -135,8 +135,8 @@ func TestSlowButTimelyRenewalsKeepLease(t *testing.T) {
 // A grant whose reply arrives after the lease's validity deadline must not
 // become a lease: by then the lock may have expired for everyone else.
 func TestGrantArrivingAfterDeadlineIsRefused(t *testing.T) {
-	srv := redistest.Start(t)
-	proxy := redistest.NewProxy(t, srv.Addr())
+	srv := redisserver.Start(t)
+	proxy := redisserver.NewProxy(t, srv.Addr())
 	c := newLocker(t, proxy.Addr())
 	ctx := ctxTimeout(t, 20*time.Second)
 	const ttl = 50 * time.Millisecond

@@ -11,7 +11,7 @@ import (
 
 	"github.com/dlockio/dlock"
 	"github.com/dlockio/dlock/driver"
-	"github.com/dlockio/dlock/internal/redistest"
+	"github.com/dlockio/dlock/internal/testkit/redisserver"
 	"github.com/dlockio/dlock/redisdriver"
 	"github.com/redis/go-redis/v9"
 )
@@ -20,7 +20,7 @@ import (
 // keys, Unlock one round trip; each lock has its own increasing token and
 // excludes other Clients.
 func TestLockAllRedisOneCommand(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := redisserver.Start(t)
 	rdb := srv.Client(t)
 	a, b := newLocker(t, srv.Addr()), newLocker(t, srv.Addr())
 	ctx := ctxTimeout(t, 10*time.Second)
@@ -67,7 +67,7 @@ func TestLockAllRedisOneCommand(t *testing.T) {
 // Clients naming overlapping key sets in random orders all finish, and no
 // key is held twice.
 func TestLockAllRedisNoDeadlock(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := redisserver.Start(t)
 	keys := []string{"a", "b", "c", "d", "e"}
 	for _, tc := range []struct {
 		name string
@@ -79,7 +79,7 @@ func TestLockAllRedisNoDeadlock(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var clients []*dlock.Client
 			for range 4 {
-				clients = append(clients, newLockerOn(t, redistest.NewClient(t, srv.Addr()), tc.wrap))
+				clients = append(clients, newLockerOn(t, redisserver.NewClient(t, srv.Addr()), tc.wrap))
 			}
 			hammerLockAll(t, clients, keys, 16, 25, 90*time.Second)
 		})
@@ -90,7 +90,7 @@ func TestLockAllRedisNoDeadlock(t *testing.T) {
 // one node, others one by one across nodes; both exclude other Clients,
 // and neither deadlocks under contention.
 func TestLockAllCluster(t *testing.T) {
-	nodes := redistest.StartCluster(t, 3)
+	nodes := redisserver.StartCluster(t, 3)
 	addrs := make([]string, len(nodes))
 	for i, n := range nodes {
 		addrs[i] = n.Addr()
@@ -143,7 +143,7 @@ func TestLockAllCluster(t *testing.T) {
 // waits under the one deadline; the release of the busy key, on another
 // node, wakes it.
 func TestLockAllClusterWaits(t *testing.T) {
-	nodes := redistest.StartCluster(t, 3)
+	nodes := redisserver.StartCluster(t, 3)
 	addrs := make([]string, len(nodes))
 	for i, n := range nodes {
 		addrs[i] = n.Addr()

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/dlockio/dlock"
-	"github.com/dlockio/dlock/internal/redistest"
+	"github.com/dlockio/dlock/internal/testkit/redisserver"
 )
 
 // No key outlives the leases it describes: after full cycles of every
@@ -16,8 +16,8 @@ import (
 // times the longest lease's TTL (the queue keys' margin, queue_lib.lua).
 func TestRedisQueueKeysExpireWithTheirLeases(t *testing.T) {
 	const ttl, deadTTL = 2 * time.Second, 400 * time.Millisecond // ttl: the longest lease
-	srv := redistest.Start(t)
-	px := redistest.NewProxy(t, srv.Addr())
+	srv := redisserver.Start(t)
+	px := redisserver.NewProxy(t, srv.Addr())
 	a := newLocker(t, srv.Addr(), dlock.WithDefaultTTL(ttl))
 	b := newLocker(t, srv.Addr(), dlock.WithDefaultTTL(ttl))
 	dead := newLocker(t, px.Addr(), dlock.WithDefaultTTL(deadTTL))

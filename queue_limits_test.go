@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/dlockio/dlock"
-	"github.com/dlockio/dlock/internal/redistest"
+	"github.com/dlockio/dlock/internal/testkit/redisserver"
 	"github.com/dlockio/dlock/memdriver"
 )
 
@@ -15,7 +15,7 @@ import (
 // on: a real Redis server, and the in-memory driver.
 func queueClients(t *testing.T, opts ...dlock.Option) map[string][2]*dlock.Client {
 	t.Helper()
-	srv := redistest.Start(t)
+	srv := redisserver.Start(t)
 	mem := memdriver.New()
 	newMem := func() *dlock.Client {
 		c, err := dlock.New(mem.Connect(), append([]dlock.Option{dlock.WithLogger(quietLogger())}, opts...)...)

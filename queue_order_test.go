@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/dlockio/dlock"
-	"github.com/dlockio/dlock/internal/redistest"
+	"github.com/dlockio/dlock/internal/testkit/redisserver"
 )
 
 // A writer that waits is not overtaken by readers arriving after it, and
@@ -45,7 +45,7 @@ func TestSemaphoreServesInArrivalOrder(t *testing.T) {
 }
 
 func TestRedisSemaphoreServesInArrivalOrder(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := redisserver.Start(t)
 	semaphoreServesInArrivalOrder(t, newLocker(t, srv.Addr()))
 }
 

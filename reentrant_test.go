@@ -10,7 +10,7 @@ import (
 
 	"github.com/dlockio/dlock"
 	"github.com/dlockio/dlock/driver"
-	"github.com/dlockio/dlock/internal/redistest"
+	"github.com/dlockio/dlock/internal/testkit/redisserver"
 	"github.com/dlockio/dlock/memdriver"
 	"github.com/redis/go-redis/v9"
 )
@@ -51,7 +51,7 @@ func newMemLocker(t testing.TB, drv driver.Driver) *dlock.Client {
 // with the same token, costs no command at all, counts, and unlocking it
 // (twice) leaves the lock held; the outer Unlock releases it.
 func TestReentrantSameTokenNoRoundTrip(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := redisserver.Start(t)
 	rdb := srv.Client(t)
 	c := newLocker(t, srv.Addr())
 	ctx := ctxTimeout(t, 10*time.Second)

@@ -11,14 +11,14 @@ import (
 
 	"github.com/dlockio/dlock"
 	"github.com/dlockio/dlock/driver"
-	"github.com/dlockio/dlock/internal/redistest"
+	"github.com/dlockio/dlock/internal/testkit/redisserver"
 )
 
 // A renewal that fails (network blip) must be retried, not abandoned: the
 // lease survives an outage shorter than its validity window.
 func TestRenewalSurvivesShortOutage(t *testing.T) {
-	srv := redistest.Start(t)
-	proxy := redistest.NewProxy(t, srv.Addr())
+	srv := redisserver.Start(t)
+	proxy := redisserver.NewProxy(t, srv.Addr())
 	c := newLocker(t, proxy.Addr())
 	const ttl = 1500 * time.Millisecond
 	ctx := ctxTimeout(t, 20*time.Second)
@@ -65,9 +65,9 @@ func TestManyLeasesShareOneRenewalLoop(t *testing.T) {
 	if testing.Short() {
 		t.Skip("holds 5000 leases")
 	}
-	srv := redistest.Start(t)
+	srv := redisserver.Start(t)
 	var rc *renewCounter
-	c := newLockerOn(t, redistest.NewClient(t, srv.Addr()), func(d driver.Driver) driver.Driver {
+	c := newLockerOn(t, redisserver.NewClient(t, srv.Addr()), func(d driver.Driver) driver.Driver {
 		rc = &renewCounter{Driver: d}
 		return rc
 	})

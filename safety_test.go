@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/dlockio/dlock"
-	"github.com/dlockio/dlock/internal/redistest"
-	"github.com/dlockio/dlock/internal/testutil"
+	"github.com/dlockio/dlock/internal/testkit/probe"
+	"github.com/dlockio/dlock/internal/testkit/redisserver"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -28,7 +28,7 @@ import (
 // loaded machine that happens, so such a round is skipped and counted, and
 // most rounds must still complete.
 func TestHandOverNeverOverlapsReportedHolds(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := redisserver.Start(t)
 	a, b := newLocker(t, srv.Addr()), newLocker(t, srv.Addr())
 	const (
 		keys   = 8
@@ -118,8 +118,8 @@ func slowGrant(err error) bool {
 // 200 ms context must still return at its end, and the acquisition that
 // completes after Lock gave up must not leave the key held.
 func TestContextHonouredWithoutContextTimeoutEnabled(t *testing.T) {
-	srv := redistest.Start(t)
-	proxy := redistest.NewProxy(t, srv.Addr())
+	srv := redisserver.Start(t)
+	proxy := redisserver.NewProxy(t, srv.Addr())
 	c := newLockerOn(t, redis.NewClient(&redis.Options{Addr: proxy.Addr()}), nil)
 	// Warm the connection, then hold a lease to unlock later.
 	l, err := c.TryLock(ctxTimeout(t, 5*time.Second), "held")
@@ -160,8 +160,8 @@ func TestContextHonouredWithoutContextTimeoutEnabled(t *testing.T) {
 // makes the Client log; with the handler stuck, a second fixed lease must
 // still end at its deadline, before a rival can take the lock.
 func TestBlockingLoggerDoesNotFreezeExpiry(t *testing.T) {
-	srv := redistest.Start(t)
-	bh := testutil.NewBlocking()
+	srv := redisserver.Start(t)
+	bh := probe.NewBlocking()
 	defer close(bh.Release) // before the Clients close: they flush their logs
 	a := newLocker(t, srv.Addr(), dlock.WithLogger(slog.New(bh)))
 	b := newLocker(t, srv.Addr())
@@ -196,8 +196,8 @@ func TestBlockingLoggerDoesNotFreezeExpiry(t *testing.T) {
 // slow too. Lock must still return at ctx's end, not after the
 // subscription and another attempt.
 func TestLockOnBusyKeyHonoursContextWhileSubscribing(t *testing.T) {
-	srv := redistest.Start(t)
-	proxy := redistest.NewProxy(t, srv.Addr())
+	srv := redisserver.Start(t)
+	proxy := redisserver.NewProxy(t, srv.Addr())
 	c := newLocker(t, proxy.Addr())
 	busy, err := newLocker(t, srv.Addr()).TryLock(ctxTimeout(t, 5*time.Second), "busy")
 	if err != nil {

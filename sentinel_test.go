@@ -7,15 +7,15 @@ import (
 	"time"
 
 	"github.com/dlockio/dlock"
-	"github.com/dlockio/dlock/internal/redistest"
+	"github.com/dlockio/dlock/internal/testkit/redisserver"
 	"github.com/redis/go-redis/v9"
 )
 
 // Through a Sentinel failover client: the driver accepts it like any
 // UniversalClient, and locking, waiting and renewal work through it.
 func TestSentinelClient(t *testing.T) {
-	master := redistest.Start(t)
-	sentinel := redistest.Start(t, redistest.WithArgs("--sentinel"), redistest.WithConfigFile(fmt.Sprintf(
+	master := redisserver.Start(t)
+	sentinel := redisserver.Start(t, redisserver.WithArgs("--sentinel"), redisserver.WithConfigFile(fmt.Sprintf(
 		"sentinel monitor primary 127.0.0.1 %d 1\nsentinel down-after-milliseconds primary 1000\n", master.Port())))
 	newSentinelLocker := func() *dlock.Client {
 		return newLockerOn(t, redis.NewFailoverClient(&redis.FailoverOptions{

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/dlockio/dlock"
-	"github.com/dlockio/dlock/internal/redistest"
+	"github.com/dlockio/dlock/internal/testkit/redisserver"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -28,10 +28,10 @@ func (c *tripCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.
 // commandstats) and the client's round trips per cycle (trips/op; the
 // first cycle's subscription is amortised away).
 func BenchmarkSharedUncontended(b *testing.B) {
-	srv := redistest.Start(b)
+	srv := redisserver.Start(b)
 	admin := srv.Client(b)
 	var trips tripCounter
-	rdb := redistest.NewClient(b, srv.Addr())
+	rdb := redisserver.NewClient(b, srv.Addr())
 	rdb.AddHook(&trips)
 	c := newLockerOn(b, rdb, nil)
 	ctx := context.Background()

@@ -10,7 +10,7 @@ import (
 
 	"github.com/dlockio/dlock"
 	"github.com/dlockio/dlock/driver"
-	"github.com/dlockio/dlock/internal/redistest"
+	"github.com/dlockio/dlock/internal/testkit/redisserver"
 )
 
 // Real-Redis tests of the read-write lock and the semaphore. A "dead"
@@ -21,7 +21,7 @@ import (
 // A writer gets in under a steady stream of readers, and no reader that
 // arrived after it was queued overtakes it.
 func TestRedisRWMutexNoWriterStarvation(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := redisserver.Start(t)
 	readers, writer := newLocker(t, srv.Addr()), newLocker(t, srv.Addr())
 	ctx := ctxTimeout(t, 30*time.Second)
 	const name = "catalog"
@@ -138,8 +138,8 @@ func TestRedisRWMutexNoWriterStarvation(t *testing.T) {
 // lease is untouched, and the writer enters once that one is released.
 func TestRedisRWMutexDeadReaderReclaimed(t *testing.T) {
 	const ttl, liveTTL = 400 * time.Millisecond, 3 * time.Second
-	srv := redistest.Start(t)
-	px := redistest.NewProxy(t, srv.Addr())
+	srv := redisserver.Start(t)
+	px := redisserver.NewProxy(t, srv.Addr())
 	dead, live, writer := newLocker(t, px.Addr()), newLocker(t, srv.Addr()), newLocker(t, srv.Addr())
 	// Runs before the dead Client's Close, which then need not time out.
 	t.Cleanup(func() { px.Blackhole(false); px.CloseAll() })
@@ -185,8 +185,8 @@ func TestRedisRWMutexDeadReaderReclaimed(t *testing.T) {
 // holders never coexist meanwhile.
 func TestRedisSemaphoreDeadHolderReclaimed(t *testing.T) {
 	const ttl, liveTTL = 400 * time.Millisecond, 3 * time.Second
-	srv := redistest.Start(t)
-	px := redistest.NewProxy(t, srv.Addr())
+	srv := redisserver.Start(t)
+	px := redisserver.NewProxy(t, srv.Addr())
 	dead, live := newLocker(t, px.Addr()), newLocker(t, srv.Addr())
 	// Runs before the dead Client's Close, which then need not time out.
 	t.Cleanup(func() { px.Blackhole(false); px.CloseAll() })
@@ -234,14 +234,14 @@ func TestRedisSemaphoreSurvivesRestart(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		fsync string
-		stop  func(*redistest.Server)
+		stop  func(*redisserver.Server)
 	}{
-		{"kill-fsync-always", "always", (*redistest.Server).Kill},
-		{"shutdown-fsync-everysec", "everysec", (*redistest.Server).Stop},
+		{"kill-fsync-always", "always", (*redisserver.Server).Kill},
+		{"shutdown-fsync-everysec", "everysec", (*redisserver.Server).Stop},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			const ttl = 1500 * time.Millisecond
-			srv := redistest.Start(t, redistest.WithArgs("--appendonly", "yes", "--appendfsync", tc.fsync))
+			srv := redisserver.Start(t, redisserver.WithArgs("--appendonly", "yes", "--appendfsync", tc.fsync))
 			a, b := newLocker(t, srv.Addr()), newLocker(t, srv.Addr())
 			ctx := ctxTimeout(t, 30*time.Second)
 			const name = "restart-pool"
@@ -271,7 +271,7 @@ func TestRedisSemaphoreSurvivesRestart(t *testing.T) {
 // On a 3-node Cluster: readers share and exclude a writer, permits are
 // counted, and waiters are woken, on names spread over the slots.
 func TestClusterRWMutexAndSemaphore(t *testing.T) {
-	nodes := redistest.StartCluster(t, 3)
+	nodes := redisserver.StartCluster(t, 3)
 	a, _ := newClusterLocker(t, nodes)
 	b, _ := newClusterLocker(t, nodes)
 	ctx := ctxTimeout(t, 30*time.Second)

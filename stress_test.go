@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/dlockio/dlock"
-	"github.com/dlockio/dlock/internal/redistest"
+	"github.com/dlockio/dlock/internal/testkit/redisserver"
 )
 
 // Many workers, each with its own connection and Client, fight for one key
@@ -23,7 +23,7 @@ func TestStressMutualExclusion(t *testing.T) {
 }
 
 func stressMutualExclusion(t *testing.T, opts ...dlock.LockOption) {
-	srv := redistest.Start(t)
+	srv := redisserver.Start(t)
 	const (
 		workers = 8
 		rounds  = 8

@@ -10,7 +10,7 @@ import (
 
 	"github.com/dlockio/dlock"
 	"github.com/dlockio/dlock/driver"
-	"github.com/dlockio/dlock/internal/redistest"
+	"github.com/dlockio/dlock/internal/testkit/redisserver"
 	"github.com/dlockio/dlock/redisdriver"
 )
 
@@ -38,12 +38,12 @@ func (d *slowSecondRelease) Release(ctx context.Context, reqs []driver.ReleaseRe
 // its own; arriving after the waiter's release, it was answered NOT_HELD,
 // and that answer replaced the remembered nil.
 func TestConcurrentUnlocksAgree(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := redisserver.Start(t)
 	waiter := newLocker(t, srv.Addr())
 	ctx := ctxTimeout(t, 10*time.Second)
 	for _, opts := range [][]dlock.LockOption{nil, {dlock.WithoutFIFO()}} {
 		var slow *slowSecondRelease
-		holder := newLockerOn(t, redistest.NewClient(t, srv.Addr()), func(d driver.Driver) driver.Driver {
+		holder := newLockerOn(t, redisserver.NewClient(t, srv.Addr()), func(d driver.Driver) driver.Driver {
 			slow = &slowSecondRelease{Driver: d.(*redisdriver.Driver), hold: make(chan struct{})}
 			return slow
 		})

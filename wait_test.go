@@ -9,7 +9,7 @@ import (
 
 	"github.com/dlockio/dlock"
 	"github.com/dlockio/dlock/driver"
-	"github.com/dlockio/dlock/internal/redistest"
+	"github.com/dlockio/dlock/internal/testkit/redisserver"
 )
 
 // countingDriver counts acquisition attempts and reports each one.
@@ -31,7 +31,7 @@ func (d *countingDriver) Acquire(ctx context.Context, req driver.AcquireRequest)
 func newCountingLocker(t *testing.T, addr string) (*dlock.Client, *countingDriver) {
 	t.Helper()
 	var cd *countingDriver
-	c := newLockerOn(t, redistest.NewClient(t, addr), func(d driver.Driver) driver.Driver {
+	c := newLockerOn(t, redisserver.NewClient(t, addr), func(d driver.Driver) driver.Driver {
 		cd = &countingDriver{Driver: d, seen: make(chan struct{}, 1024)}
 		return cd
 	})
@@ -41,7 +41,7 @@ func newCountingLocker(t *testing.T, addr string) (*dlock.Client, *countingDrive
 // A waiter must learn of a release by notification: with a 30 s TTL the
 // fallback timer would not fire within the test's 10 s.
 func TestWaiterWokenByReleaseNotification(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := redisserver.Start(t)
 	holder := newLocker(t, srv.Addr())
 	waiter, counter := newCountingLocker(t, srv.Addr())
 	ctx := ctxTimeout(t, 10*time.Second)
@@ -78,7 +78,7 @@ func TestWaiterWokenByReleaseNotification(t *testing.T) {
 // Many goroutines of one client waiting for one key cost one attempt per
 // release, not one per waiter: only the first in line is woken.
 func TestLocalWaitersDoNotStampede(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := redisserver.Start(t)
 	holder := newLocker(t, srv.Addr())
 	waiters, counter := newCountingLocker(t, srv.Addr())
 	ctx := ctxTimeout(t, 20*time.Second)

@@ -14,8 +14,8 @@ import (
 	"github.com/dlockio/dlock"
 	"github.com/dlockio/dlock/election"
 	"github.com/dlockio/dlock/fence/redisfence"
-	"github.com/dlockio/dlock/internal/proctest"
-	"github.com/dlockio/dlock/internal/redistest"
+	"github.com/dlockio/dlock/internal/testkit/redisserver"
+	"github.com/dlockio/dlock/internal/testkit/workerproc"
 	"github.com/dlockio/dlock/redisdriver"
 )
 
@@ -47,7 +47,7 @@ func runWorker(raw string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
-	emit := proctest.Emitter(cfg.Name)
+	emit := workerproc.Emitter(cfg.Name)
 	locker, err := redisdriver.Open("redis://"+cfg.Redis, dlock.WithLogger(quiet()), dlock.WithDefaultTTL(cfg.TTL))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -71,19 +71,19 @@ func runWorker(raw string) int {
 		return 2
 	}
 	err = e.Run(context.Background(), func(ctx context.Context, term uint64) error {
-		emit(proctest.Event{K: evLead, Tok: term})
+		emit(workerproc.Event{K: evLead, Tok: term})
 		t := time.NewTicker(5 * time.Millisecond)
 		defer t.Stop()
 		for {
 			if ctx.Err() != nil {
-				emit(proctest.Event{K: evEnded, Tok: term, Err: context.Cause(ctx).Error()})
+				emit(workerproc.Event{K: evEnded, Tok: term, Err: context.Cause(ctx).Error()})
 				return nil
 			}
-			emit(proctest.Event{K: evTry, Tok: term})
+			emit(workerproc.Event{K: evTry, Tok: term})
 			if v, err := guard.IncrBy(context.WithoutCancel(ctx), "work", term, 1); err == nil {
-				emit(proctest.Event{K: evAct, Tok: term, V: v})
+				emit(workerproc.Event{K: evAct, Tok: term, V: v})
 			} else {
-				emit(proctest.Event{K: evRefused, Tok: term, Err: err.Error()})
+				emit(workerproc.Event{K: evRefused, Tok: term, Err: err.Error()})
 			}
 			select {
 			case <-ctx.Done():
@@ -105,13 +105,13 @@ func TestProcessLeaderPausedThenKilled(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")
 	}
-	srv := redistest.Start(t)
-	h := proctest.New(t, workerEnv)
+	srv := redisserver.Start(t)
+	h := workerproc.New(t, workerEnv)
 	cfg := func(name string) workerConfig {
 		return workerConfig{Name: name, Redis: srv.Addr(), TTL: 500 * time.Millisecond}
 	}
-	isLead := func(w string) func(proctest.Event) bool {
-		return func(e proctest.Event) bool { return e.W == w && e.K == evLead }
+	isLead := func(w string) func(workerproc.Event) bool {
+		return func(e workerproc.Event) bool { return e.W == w && e.K == evLead }
 	}
 	const wait = 10 * time.Second
 	h.Spawn("a", cfg("a"))
@@ -119,7 +119,7 @@ func TestProcessLeaderPausedThenKilled(t *testing.T) {
 	if !ok {
 		t.Fatal("a never led")
 	}
-	if _, _, ok := h.WaitFor(i, wait, func(e proctest.Event) bool { return e.W == "a" && e.K == evAct }); !ok {
+	if _, _, ok := h.WaitFor(i, wait, func(e workerproc.Event) bool { return e.W == "a" && e.K == evAct }); !ok {
 		t.Fatal("a never acted")
 	}
 	h.Spawn("b", cfg("b"))
@@ -133,7 +133,7 @@ func TestProcessLeaderPausedThenKilled(t *testing.T) {
 	}
 	resumed := len(h.Events())
 	h.Signal("a", syscall.SIGCONT)
-	ended, _, ok := h.WaitFor(resumed, wait, func(e proctest.Event) bool { return e.W == "a" && e.K == evEnded && e.Tok == first.Tok })
+	ended, _, ok := h.WaitFor(resumed, wait, func(e workerproc.Event) bool { return e.W == "a" && e.K == evEnded && e.Tok == first.Tok })
 	if !ok {
 		t.Fatal("a's first term never ended after it resumed")
 	}
@@ -147,7 +147,7 @@ func TestProcessLeaderPausedThenKilled(t *testing.T) {
 	if third.Tok <= second.Tok {
 		t.Errorf("a's new term %d not above b's %d", third.Tok, second.Tok)
 	}
-	if _, _, ok := h.WaitFor(resumed, wait, func(e proctest.Event) bool { return e.W == "a" && e.K == evAct && e.Tok == third.Tok }); !ok {
+	if _, _, ok := h.WaitFor(resumed, wait, func(e workerproc.Event) bool { return e.W == "a" && e.K == evAct && e.Tok == third.Tok }); !ok {
 		t.Fatal("a never acted in its new term")
 	}
 	for _, e := range h.Events()[resumed:] {

@@ -8,7 +8,7 @@ import (
 
 	"github.com/dlockio/dlock"
 	"github.com/dlockio/dlock/election"
-	"github.com/dlockio/dlock/internal/redistest"
+	"github.com/dlockio/dlock/internal/testkit/redisserver"
 	"github.com/dlockio/dlock/redisdriver"
 )
 
@@ -16,7 +16,7 @@ import (
 // or a proxy).
 func redisClient(t *testing.T, addr string) *dlock.Client {
 	t.Helper()
-	drv, err := redisdriver.New(redistest.NewClient(t, addr))
+	drv, err := redisdriver.New(redisserver.NewClient(t, addr))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,8 +29,8 @@ func redisClient(t *testing.T, addr string) *dlock.Client {
 // higher term. The old leader's term ends with ErrSteppedDown, while the
 // lock is still its own in Redis.
 func TestRedisLeaderCutOff(t *testing.T) {
-	srv := redistest.Start(t)
-	proxy := redistest.NewProxy(t, srv.Addr())
+	srv := redisserver.Start(t)
+	proxy := redisserver.NewProxy(t, srv.Addr())
 	ttl := 600 * time.Millisecond
 	a := newElection(t, redisClient(t, proxy.Addr()), "a", election.WithLockOptions(dlock.WithTTL(ttl)))
 	bc := redisClient(t, srv.Addr())
@@ -105,7 +105,7 @@ func TestRedisLeaderCutOff(t *testing.T) {
 // win at once (no lock can prevent that), but its term is still higher,
 // and the old leader's term ends at its next renewal.
 func TestRedisRestartEmpty(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := redisserver.Start(t)
 	ttl := 600 * time.Millisecond
 	a := newElection(t, redisClient(t, srv.Addr()), "a", election.WithLockOptions(dlock.WithTTL(ttl)))
 	b := newElection(t, redisClient(t, srv.Addr()), "b", election.WithLockOptions(dlock.WithTTL(ttl)))

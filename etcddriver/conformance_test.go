@@ -7,7 +7,7 @@ import (
 
 	"github.com/dlockio/dlock/driver"
 	"github.com/dlockio/dlock/drivertest"
-	"github.com/dlockio/dlock/etcddriver/internal/etcdtest"
+	"github.com/dlockio/dlock/internal/testkit/etcdserver"
 )
 
 // The suite against one real member, restarted with kill -9 from its data
@@ -22,13 +22,13 @@ import (
 // counter, and so the tokens, start again from 1 (docs/etcd.md); that
 // subtest is skipped.
 func TestConformance(t *testing.T) {
-	m := etcdtest.Start(t)
+	m := etcdserver.Start(t)
 	var n atomic.Int64
 	drivertest.Run(t, drivertest.Harness{
 		New: func(t *testing.T) driver.Driver {
 			// Each driver its own prefix and client, as unrelated
 			// applications sharing a cluster would have.
-			d, err := New(etcdtest.Client(t, m.Addr()), WithPrefix(fmt.Sprintf("ct%d/", n.Add(1))))
+			d, err := New(etcdserver.Client(t, m.Addr()), WithPrefix(fmt.Sprintf("ct%d/", n.Add(1))))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -53,13 +53,13 @@ func TestConformance(t *testing.T) {
 // talking to one member only, so that most requests are forwarded to the
 // leader as in a real deployment.
 func TestConformanceCluster(t *testing.T) {
-	c := etcdtest.StartCluster(t, 3)
+	c := etcdserver.StartCluster(t, 3)
 	var n atomic.Int64
 	drivertest.Run(t, drivertest.Harness{
 		New: func(t *testing.T) driver.Driver {
 			i := n.Add(1)
 			ep := c.Endpoints()[int(i)%len(c.Members)]
-			d, err := New(etcdtest.Client(t, ep), WithPrefix(fmt.Sprintf("ct%d/", i)))
+			d, err := New(etcdserver.Client(t, ep), WithPrefix(fmt.Sprintf("ct%d/", i)))
 			if err != nil {
 				t.Fatal(err)
 			}

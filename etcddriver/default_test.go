@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/dlockio/dlock"
-	"github.com/dlockio/dlock/etcddriver/internal/etcdtest"
+	"github.com/dlockio/dlock/internal/testkit/etcdserver"
 )
 
 // On etcd a Lock without options waits the plain way (the driver does not
@@ -15,7 +15,7 @@ import (
 // takes a place in the queue.
 func TestLockIsPlainByDefault(t *testing.T) {
 	m := member(t)
-	d := newDriver(t, etcdtest.Client(t, m.Addr()))
+	d := newDriver(t, etcdserver.Client(t, m.Addr()))
 	newClient := func() *dlock.Client {
 		c, err := dlock.New(d)
 		if err != nil {

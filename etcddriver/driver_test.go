@@ -9,7 +9,7 @@ import (
 
 	"github.com/dlockio/dlock"
 	"github.com/dlockio/dlock/driver"
-	"github.com/dlockio/dlock/etcddriver/internal/etcdtest"
+	"github.com/dlockio/dlock/internal/testkit/etcdserver"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -89,7 +89,7 @@ func TestSharedLease(t *testing.T) {
 // concurrency.Mutex does not, on one Session).
 func TestOneClientExcludes(t *testing.T) {
 	m := member(t)
-	d := newDriver(t, etcdtest.Client(t, m.Addr()))
+	d := newDriver(t, etcdserver.Client(t, m.Addr()))
 	c, err := dlock.New(d)
 	if err != nil {
 		t.Fatal(err)
@@ -120,7 +120,7 @@ func TestOneClientExcludes(t *testing.T) {
 // revoked lease) ends the lease at the next renewal, and Done closes.
 func TestLostLockSignal(t *testing.T) {
 	m := member(t)
-	cli := etcdtest.Client(t, m.Addr())
+	cli := etcdserver.Client(t, m.Addr())
 	for _, how := range []string{"key deleted", "lease revoked"} {
 		t.Run(how, func(t *testing.T) {
 			d := newDriver(t, cli)
@@ -169,7 +169,7 @@ func TestLostLockSignal(t *testing.T) {
 // greater.
 func TestHeldAcrossRestart(t *testing.T) {
 	m := member(t)
-	d := newDriver(t, etcdtest.Client(t, m.Addr()))
+	d := newDriver(t, etcdserver.Client(t, m.Addr()))
 	ttl := 30 * time.Second
 	id, tok := acquireOK(t, d, "held", ttl)
 	m.Kill()
@@ -201,7 +201,7 @@ func TestHeldAcrossRestart(t *testing.T) {
 // lost) is freed at once, not after its TTL.
 func TestCloseRevokes(t *testing.T) {
 	m := member(t)
-	cli := etcdtest.Client(t, m.Addr())
+	cli := etcdserver.Client(t, m.Addr())
 	d, err := New(cli, WithPrefix("close/"))
 	if err != nil {
 		t.Fatal(err)
@@ -226,7 +226,7 @@ func TestBadInput(t *testing.T) {
 		t.Errorf("New(nil) = %v", err)
 	}
 	m := member(t)
-	cli := etcdtest.Client(t, m.Addr())
+	cli := etcdserver.Client(t, m.Addr())
 	for _, o := range []Option{nil, WithPrefix(""), WithRequestTimeout(0)} {
 		if _, err := New(cli, o); !errors.Is(err, driver.ErrInvalid) {
 			t.Errorf("New with a bad option: %v", err)
@@ -256,7 +256,7 @@ func TestBadInput(t *testing.T) {
 // minimum lease.
 func TestClientTTL(t *testing.T) {
 	m := member(t)
-	d := newDriver(t, etcdtest.Client(t, m.Addr()))
+	d := newDriver(t, etcdserver.Client(t, m.Addr()))
 	c, err := dlock.New(d)
 	if err != nil {
 		t.Fatal(err)
@@ -279,7 +279,7 @@ func TestClientTTL(t *testing.T) {
 // An unreachable cluster fails a call at the caller's deadline, with an
 // error matching both ErrBackend or the ctx error, not a hang.
 func TestUnreachable(t *testing.T) {
-	port := etcdtest.FreeAddr(t)
+	port := etcdserver.FreeAddr(t)
 	c, err := Open(port)
 	if err != nil {
 		t.Fatal(err)

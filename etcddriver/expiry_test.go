@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dlockio/dlock/etcddriver/internal/etcdtest"
+	"github.com/dlockio/dlock/internal/testkit/etcdserver"
 )
 
 // watchedNames is how many names d's expiry watch follows now.
@@ -19,7 +19,7 @@ func watchedNames(d *Driver) int {
 // driver closes; a keep after Close starts nothing.
 func TestExpiryWatchLapsesAndCloses(t *testing.T) {
 	m := member(t)
-	d := newDriver(t, etcdtest.Client(t, m.Addr()))
+	d := newDriver(t, etcdserver.Client(t, m.Addr()))
 	d.expiry.keep("a", 0, 300*time.Millisecond)
 	d.expiry.keep("b", 0, time.Hour)
 	d.expiry.keep("a", 0, 600*time.Millisecond) // extends a
@@ -55,8 +55,8 @@ func TestExpiryWatchLapsesAndCloses(t *testing.T) {
 // queue once per release in every waiting Client.
 func TestExpiryWatchIgnoresReleases(t *testing.T) {
 	m := member(t)
-	readers, _ := rootClient(t, etcdtest.Client(t, m.Addr()))
-	waiter, d := rootClient(t, etcdtest.Client(t, m.Addr()))
+	readers, _ := rootClient(t, etcdserver.Client(t, m.Addr()))
+	waiter, d := rootClient(t, etcdserver.Client(t, m.Addr()))
 	ctx := ctxT(t)
 	rw := waiter.RWMutex("rw")
 	a, err := readers.RWMutex("rw").RLock(ctx)

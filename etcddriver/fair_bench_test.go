@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/dlockio/dlock"
-	"github.com/dlockio/dlock/etcddriver/internal/etcdtest"
-	"github.com/dlockio/dlock/internal/testutil"
+	"github.com/dlockio/dlock/internal/testkit/etcdserver"
+	"github.com/dlockio/dlock/internal/testkit/probe"
 )
 
 // BenchmarkFairVersusPlain measures what WithFIFO costs an uncontended
@@ -15,7 +15,7 @@ import (
 // alternating order, with each path's time and etcd RPCs per cycle.
 func BenchmarkFairVersusPlain(b *testing.B) {
 	const block = 50
-	m := etcdtest.Start(b)
+	m := etcdserver.Start(b)
 	cli, rc := countingClient(b, m.Addr())
 	d, err := New(cli, WithPrefix("bench/"))
 	if err != nil {
@@ -48,7 +48,7 @@ func BenchmarkFairVersusPlain(b *testing.B) {
 			rpcs[p] += n
 		}
 	}
-	rounds := testutil.Versus(b, run, func() { wall, rpcs = [2]time.Duration{}, [2]int{} })
+	rounds := probe.Versus(b, run, func() { wall, rpcs = [2]time.Duration{}, [2]int{} })
 	cycles := float64(rounds * block)
 	b.ReportMetric(float64(wall[0].Microseconds())/cycles, "plain-µs/cycle")
 	b.ReportMetric(float64(wall[1].Microseconds())/cycles, "fifo-µs/cycle")

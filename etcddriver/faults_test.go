@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dlockio/dlock/etcddriver/internal/etcdtest"
-	"github.com/dlockio/dlock/internal/redistest"
+	"github.com/dlockio/dlock/internal/testkit/etcdserver"
+	"github.com/dlockio/dlock/internal/testkit/redisserver"
 )
 
 // faultTTL is the lock TTL of the fault tests: above etcd's 2 s minimum
@@ -227,7 +227,7 @@ func isEv(ev string) func(event) bool { return func(e event) bool { return e.Ev 
 func TestFaultPause(t *testing.T) {
 	for _, mode := range lockModes {
 		t.Run(mode.name, func(t *testing.T) {
-			m := etcdtest.Start(t)
+			m := etcdserver.Start(t)
 			r := newFaultRun(t, "pause", mode.fifo, 200*time.Millisecond, func(int) string { return m.Addr() })
 			r.base.Gap = 300 * time.Millisecond // the window the test freezes the holder in
 			r.faults = faultCount(3, 10)
@@ -265,7 +265,7 @@ func TestFaultPause(t *testing.T) {
 func TestFaultKill(t *testing.T) {
 	for _, mode := range lockModes {
 		t.Run(mode.name, func(t *testing.T) {
-			m := etcdtest.Start(t)
+			m := etcdserver.Start(t)
 			r := newFaultRun(t, "kill", mode.fifo, 200*time.Millisecond, func(int) string { return m.Addr() })
 			r.faults = faultCount(3, 10)
 			next := 3
@@ -296,10 +296,10 @@ func TestFaultKill(t *testing.T) {
 func TestFaultPartition(t *testing.T) {
 	for _, mode := range lockModes {
 		t.Run(mode.name, func(t *testing.T) {
-			m := etcdtest.Start(t)
-			var proxies []*redistest.Proxy
+			m := etcdserver.Start(t)
+			var proxies []*redisserver.Proxy
 			r := newFaultRun(t, "partition", mode.fifo, faultTTL+time.Second, func(int) string {
-				p := redistest.NewProxy(t, m.Addr())
+				p := redisserver.NewProxy(t, m.Addr())
 				proxies = append(proxies, p)
 				return p.Addr()
 			})
@@ -338,7 +338,7 @@ func TestFaultMemberKill(t *testing.T) {
 	for _, leader := range []bool{false, true} {
 		name := map[bool]string{false: "follower", true: "leader"}[leader]
 		t.Run(name, func(t *testing.T) {
-			c := etcdtest.StartCluster(t, 3)
+			c := etcdserver.StartCluster(t, 3)
 			eps := strings.Join(c.Endpoints(), ",")
 			r := newFaultRun(t, "member-"+name, false, 500*time.Millisecond, func(int) string { return eps })
 			r.faults = faultCount(2, 6)

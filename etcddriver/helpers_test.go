@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dlockio/dlock/etcddriver/internal/etcdtest"
+	"github.com/dlockio/dlock/internal/testkit/etcdserver"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
@@ -84,9 +84,9 @@ func newDriver(t *testing.T, cli *clientv3.Client, opts ...Option) *Driver {
 }
 
 // member starts a single etcd member for t.
-func member(t *testing.T) *etcdtest.Member {
+func member(t *testing.T) *etcdserver.Member {
 	t.Helper()
-	return etcdtest.Start(t)
+	return etcdserver.Start(t)
 }
 
 func ctxT(t *testing.T) context.Context {

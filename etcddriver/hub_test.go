@@ -10,11 +10,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dlockio/dlock/internal/proctest"
+	"github.com/dlockio/dlock/internal/testkit/workerproc"
 )
 
 // hub collects the events of every worker of a fault test.
-type hub struct{ log proctest.Log[event] }
+type hub struct{ log workerproc.Log[event] }
 
 func newHub() *hub { return &hub{} }
 

@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/dlockio/dlock/driver"
-	"github.com/dlockio/dlock/etcddriver/internal/etcdtest"
-	"github.com/dlockio/dlock/internal/redistest"
+	"github.com/dlockio/dlock/internal/testkit/etcdserver"
+	"github.com/dlockio/dlock/internal/testkit/redisserver"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -18,8 +18,8 @@ import (
 // added its own.
 func TestReleaseHonoursCtxBehindMarkerGrant(t *testing.T) {
 	m := member(t)
-	p := redistest.NewProxy(t, m.Addr())
-	d := newDriver(t, etcdtest.Client(t, p.Addr()))
+	p := redisserver.NewProxy(t, m.Addr())
+	d := newDriver(t, etcdserver.Client(t, p.Addr()))
 	idA, _ := acquireOK(t, d, "a", 30*time.Second)
 	idB, _ := acquireOK(t, d, "b", 30*time.Second)
 	p.Blackhole(true)
@@ -49,7 +49,7 @@ func TestReleaseHonoursCtxBehindMarkerGrant(t *testing.T) {
 // markers on it outlive the driver by their 5 to 10 s.
 func TestCloseRevokesMarkerLease(t *testing.T) {
 	m := member(t)
-	cli := etcdtest.Client(t, m.Addr())
+	cli := etcdserver.Client(t, m.Addr())
 	d, err := New(cli, WithPrefix("markers/"))
 	if err != nil {
 		t.Fatal(err)

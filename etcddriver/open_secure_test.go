@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/dlockio/dlock"
-	"github.com/dlockio/dlock/etcddriver/internal/etcdtest"
+	"github.com/dlockio/dlock/internal/testkit/etcdserver"
 )
 
 // lockOnce opens spec, takes and releases one lock, and returns the first
@@ -64,8 +64,8 @@ func openWithin(t *testing.T, spec string, limit time.Duration) (time.Duration, 
 // its error shows neither password; password_file reads the password.
 func TestOpenWithAuth(t *testing.T) {
 	const password = "p@ss/w#rd%x"
-	m := etcdtest.Start(t)
-	etcdtest.EnableAuth(t, m, "rootpw", etcdtest.User{Name: "dl", Password: password})
+	m := etcdserver.Start(t)
+	etcdserver.EnableAuth(t, m, "rootpw", etcdserver.User{Name: "dl", Password: password})
 	escaped := strings.ReplaceAll(password, "%", "%25")
 
 	t.Run("right password", func(t *testing.T) {
@@ -106,7 +106,7 @@ func TestOpenWithAuth(t *testing.T) {
 // nothing listens on that must end, with ErrBackend naming the endpoint
 // and the cause, not wait for ever.
 func TestOpenWithCredentialsUnreachable(t *testing.T) {
-	addr := etcdtest.FreeAddr(t)
+	addr := etcdserver.FreeAddr(t)
 	took, err := openWithin(t, "etcd://dl:SECRETPW@"+addr, 20*time.Second)
 	if !errors.Is(err, dlock.ErrBackend) {
 		t.Fatalf("Open against a closed port: %v (after %v), want ErrBackend", err, took)
@@ -125,8 +125,8 @@ func TestOpenWithCredentialsUnreachable(t *testing.T) {
 // authority, a call fails with ErrBackend; insecure_skip_verify=true
 // replaces the authority; the old name skip_verify is refused.
 func TestOpenTLS(t *testing.T) {
-	certs := etcdtest.NewCerts(t)
-	m := etcdtest.StartTLS(t, certs)
+	certs := etcdserver.NewCerts(t)
+	m := etcdserver.StartTLS(t, certs)
 	ca, cert, key := url.QueryEscape(certs.CA), url.QueryEscape(certs.ClientCert), url.QueryEscape(certs.ClientKey)
 	base := "etcds://" + m.Addr() + "?"
 	for _, c := range []struct {

@@ -13,7 +13,7 @@ import (
 
 	"github.com/dlockio/dlock"
 	"github.com/dlockio/dlock/driver"
-	"github.com/dlockio/dlock/etcddriver/internal/etcdtest"
+	"github.com/dlockio/dlock/internal/testkit/etcdserver"
 )
 
 func TestParseEndpoints(t *testing.T) {
@@ -123,7 +123,7 @@ func TestEndpointErrorsHidePasswords(t *testing.T) {
 // The query string's parameters: TLS files, insecure_skip_verify,
 // password_file, and the errors for everything else.
 func TestParseEndpointsParams(t *testing.T) {
-	certs := etcdtest.NewCerts(t)
+	certs := etcdserver.NewCerts(t)
 	dir := t.TempDir()
 	atDir := filepath.Join(dir, "a@b") // an '@' in a path must not end the user information
 	write := func(path, content string) string {
@@ -222,7 +222,7 @@ func TestRedactEndpoints(t *testing.T) {
 // Without a user, Open does not wait for a connection; with one,
 // OpenContext ends when its ctx does, with ctx's error.
 func TestOpenContextBounds(t *testing.T) {
-	addr := etcdtest.FreeAddr(t)
+	addr := etcdserver.FreeAddr(t)
 	start := time.Now()
 	c, err := Open(addr)
 	if err != nil {

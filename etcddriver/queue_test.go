@@ -9,7 +9,7 @@ import (
 
 	"github.com/dlockio/dlock"
 	"github.com/dlockio/dlock/driver"
-	"github.com/dlockio/dlock/etcddriver/internal/etcdtest"
+	"github.com/dlockio/dlock/internal/testkit/etcdserver"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -56,7 +56,7 @@ type granted struct {
 // with increasing fencing tokens; a plain TryLock never jumps the queue.
 func TestFairLockArrivalOrder(t *testing.T) {
 	m := member(t)
-	cli := etcdtest.Client(t, m.Addr())
+	cli := etcdserver.Client(t, m.Addr())
 	const name, n = "fair", 5
 	holder, d := rootClient(t, cli)
 	first, err := holder.Lock(ctxT(t), name, dlock.WithFIFO(), dlock.WithTTL(2*time.Second))
@@ -115,7 +115,7 @@ func TestFairLockArrivalOrder(t *testing.T) {
 // out, the writer keeps readers out, and at most N permits are held.
 func TestRWMutexAndSemaphore(t *testing.T) {
 	m := member(t)
-	cli := etcdtest.Client(t, m.Addr())
+	cli := etcdserver.Client(t, m.Addr())
 	a, d := rootClient(t, cli)
 	b, _ := rootClient(t, cli)
 	w, _ := rootClient(t, cli)
@@ -218,7 +218,7 @@ func TestRWMutexAndSemaphore(t *testing.T) {
 // The queue ranges of two names never overlap, even when one name is a
 // prefix of the other: a waiter of "a/b" does not keep "a" busy.
 func TestQueueRangesOfPrefixNames(t *testing.T) {
-	d := newDriver(t, etcdtest.Client(t, member(t).Addr()))
+	d := newDriver(t, etcdserver.Client(t, member(t).Addr()))
 	ttl := 30 * time.Second
 	id, _ := acquireOK(t, d, "a/b", ttl)
 	res, err := d.Enqueue(ctxT(t), driver.QueueRequest{Key: "a/b", ID: "w1", TTL: ttl,
@@ -243,7 +243,7 @@ func TestQueueRangesOfPrefixNames(t *testing.T) {
 // compares per lock stay within etcd's default limit) and Atomic refuses
 // one more.
 func TestAcquireAllMaxAtomic(t *testing.T) {
-	d := newDriver(t, etcdtest.Client(t, member(t).Addr()))
+	d := newDriver(t, etcdserver.Client(t, member(t).Addr()))
 	reqs := make([]driver.AcquireRequest, MaxAtomic)
 	keys := make([]string, MaxAtomic)
 	for i := range reqs {

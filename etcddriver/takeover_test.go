@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/dlockio/dlock"
-	"github.com/dlockio/dlock/etcddriver/internal/etcdtest"
+	"github.com/dlockio/dlock/internal/testkit/etcdserver"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -22,8 +22,8 @@ import (
 // to TTL/3 in general.
 func TestFairLockCrashedHolderTakenOverByTheNewHead(t *testing.T) {
 	m := member(t)
-	admin := etcdtest.Client(t, m.Addr())
-	holderCli := etcdtest.Client(t, m.Addr())
+	admin := etcdserver.Client(t, m.Addr())
+	holderCli := etcdserver.Client(t, m.Addr())
 	holder, d := rootClient(t, holderCli)
 	first, _ := rootClient(t, admin)
 	second, _ := rootClient(t, admin)
@@ -105,8 +105,8 @@ func TestCrashedReaderOrPermitHolderTakenOver(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			m := member(t)
-			admin := etcdtest.Client(t, m.Addr())
-			holderCli := etcdtest.Client(t, m.Addr())
+			admin := etcdserver.Client(t, m.Addr())
+			holderCli := etcdserver.Client(t, m.Addr())
 			holder, d := rootClient(t, holderCli)
 			waiter, wd := rootClient(t, admin)
 			name := "crash-" + c.name

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/dlockio/dlock"
-	"github.com/dlockio/dlock/etcddriver/internal/etcdtest"
+	"github.com/dlockio/dlock/internal/testkit/etcdserver"
 )
 
 // wakeBound is how soon after the event a woken waiter must hold the
@@ -19,7 +19,7 @@ const wakeBound = 2 * time.Second
 // slept until its fallback, the holder's TTL: 19.5 s with a 20 s TTL.
 func TestPlainLockWokenByTheLastReaderOrPermit(t *testing.T) {
 	m := member(t)
-	holders, _ := rootClient(t, etcdtest.Client(t, m.Addr()))
+	holders, _ := rootClient(t, etcdserver.Client(t, m.Addr()))
 	waiterCli, rpcs := countingClient(t, m.Addr())
 	waiter, _ := rootClient(t, waiterCli)
 	const ttl = 20 * time.Second
@@ -86,7 +86,7 @@ func TestPlainLockWokenByTheLastReaderOrPermit(t *testing.T) {
 // the lock at its place's next renewal: TTL/3 later.
 func TestForceReleaseGrantsTheQueue(t *testing.T) {
 	m := member(t)
-	cli := etcdtest.Client(t, m.Addr())
+	cli := etcdserver.Client(t, m.Addr())
 	holder, d := rootClient(t, cli)
 	waiter, _ := rootClient(t, cli)
 	operator, _ := rootClient(t, cli)

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dlockio/dlock/etcddriver/internal/etcdtest"
+	"github.com/dlockio/dlock/internal/testkit/etcdserver"
 )
 
 // A watch on a member that loses its quorum ends (the watches require a
@@ -12,8 +12,8 @@ import (
 // than leaving them waiting on a silent member. Once the quorum is back,
 // the key is watched again and its releases are delivered.
 func TestWatchWithoutLeaderWakes(t *testing.T) {
-	c := etcdtest.StartCluster(t, 3)
-	d := newDriver(t, etcdtest.Client(t, c.Members[0].Addr()))
+	c := etcdserver.StartCluster(t, 3)
+	d := newDriver(t, etcdserver.Client(t, c.Members[0].Addr()))
 	woken := make(chan string, 16)
 	w, err := d.Watch(func(key string) { woken <- key })
 	if err != nil {

@@ -13,7 +13,7 @@ import (
 
 	"github.com/dlockio/dlock"
 	"github.com/dlockio/dlock/driver"
-	"github.com/dlockio/dlock/internal/redistest"
+	"github.com/dlockio/dlock/internal/testkit/redisserver"
 	"github.com/dlockio/dlock/redisdriver"
 	"github.com/redis/go-redis/v9"
 )
@@ -285,8 +285,8 @@ func TestFaultsFair(t *testing.T) {
 	if testing.Short() {
 		t.Skip("fault injection takes minutes; skipped in -short mode")
 	}
-	if os.Getenv(redistest.EnvAddr) != "" {
-		t.Skip("fault injection needs redis-servers it owns; " + redistest.EnvAddr + " is set")
+	if os.Getenv(redisserver.EnvAddr) != "" {
+		t.Skip("fault injection needs redis-servers it owns; " + redisserver.EnvAddr + " is set")
 	}
 	m := suiteMode()
 	m.workers = max(m.workers, 4) // at least two waiters behind a holder
@@ -321,7 +321,7 @@ const fairTableHeader = "| Scenario | Fault injected | Stale writes accepted | O
 func (r *run) keysLeft(ttl time.Duration) []string {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second+ttl)
 	defer cancel()
-	rdb := redistest.NewClient(r.t, r.store.Addr())
+	rdb := redisserver.NewClient(r.t, r.store.Addr())
 	deadline := time.Now().Add(ttl + ttl/4 + 100*time.Millisecond)
 	for {
 		keys, err := rdb.Keys(ctx, "*").Result()

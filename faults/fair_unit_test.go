@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dlockio/dlock/internal/redistest"
+	"github.com/dlockio/dlock/internal/testkit/redisserver"
 )
 
 // fairAcq is one fair acquisition as a worker reports it: its Enqueue
@@ -80,11 +80,11 @@ func TestKeysLeftFindsLeaks(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs redis-server")
 	}
-	if os.Getenv(redistest.EnvAddr) != "" {
-		t.Skip("needs a redis-server of its own: " + redistest.EnvAddr + " is set")
+	if os.Getenv(redisserver.EnvAddr) != "" {
+		t.Skip("needs a redis-server of its own: " + redisserver.EnvAddr + " is set")
 	}
-	r := &run{t: t, store: redistest.Start(t)}
-	rdb := redistest.NewClient(t, r.store.Addr())
+	r := &run{t: t, store: redisserver.Start(t)}
+	rdb := redisserver.NewClient(t, r.store.Addr())
 	ctx := context.Background()
 	const ttl = 100 * time.Millisecond
 	if err := rdb.Set(ctx, "dlock:{job}:e", "x", 0).Err(); err != nil {

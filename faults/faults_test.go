@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/anishathalye/porcupine"
-	"github.com/dlockio/dlock/internal/redistest"
+	"github.com/dlockio/dlock/internal/testkit/redisserver"
 )
 
 // TestFaults runs every scenario on the naive lock, then on dlock, asserts
@@ -18,8 +18,8 @@ func TestFaults(t *testing.T) {
 	if testing.Short() {
 		t.Skip("fault injection takes minutes; skipped in -short mode")
 	}
-	if os.Getenv(redistest.EnvAddr) != "" {
-		t.Skip("fault injection needs redis-servers it owns; " + redistest.EnvAddr + " is set")
+	if os.Getenv(redisserver.EnvAddr) != "" {
+		t.Skip("fault injection needs redis-servers it owns; " + redisserver.EnvAddr + " is set")
 	}
 	m := suiteMode()
 	var rows []string

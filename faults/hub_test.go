@@ -13,13 +13,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dlockio/dlock/internal/proctest"
+	"github.com/dlockio/dlock/internal/testkit/workerproc"
 )
 
 // hub collects the events of every worker of a run, in arrival order, and
 // lets the harness wait for the event that triggers its next fault.
 type hub struct {
-	log  proctest.Log[event]
+	log  workerproc.Log[event]
 	live atomic.Int64 // worker processes not yet reaped
 }
 

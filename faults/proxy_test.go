@@ -15,7 +15,7 @@ import (
 // when it heals they are delivered in order, as TCP's retransmissions deliver
 // them once a network black hole is repaired. Connections are never reset by a
 // partition: a client that gives up closes its side, and what it had sent
-// still arrives, late. (redistest.Proxy's Blackhole drops bytes instead, a
+// still arrives, late. (redisserver.Proxy's Blackhole drops bytes instead, a
 // black hole followed by resets.)
 type switchProxy struct {
 	ln net.Listener

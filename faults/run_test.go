@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dlockio/dlock/internal/redistest"
+	"github.com/dlockio/dlock/internal/testkit/redisserver"
 )
 
 // mode sizes the suite: short by default, full with DLOCK_FAULTS_FULL=1.
@@ -36,17 +36,17 @@ type run struct {
 	m     mode
 	hub   *hub
 	dir   string
-	fence *redistest.Server
+	fence *redisserver.Server
 
-	store   *redistest.Server // the lock store workers use now
-	replica *redistest.Server // failover: the next master
-	link    *redistest.Proxy  // failover: replication link to the replica
+	store   *redisserver.Server // the lock store workers use now
+	replica *redisserver.Server // failover: the next master
+	link    *redisserver.Proxy  // failover: replication link to the replica
 	dial    func(name string) string
 
 	procs   map[string]*proc
 	iters   map[string]int
 	proxies map[string]*switchProxy
-	lagged  map[string]*redistest.Proxy
+	lagged  map[string]*redisserver.Proxy
 	spawned int
 
 	roles       []string // shared_test.go: worker i takes roles[i % len(roles)]
@@ -57,11 +57,11 @@ type run struct {
 func newRun(t *testing.T, sc scenario, kind string, m mode) *run {
 	r := &run{
 		t: t, sc: sc, kind: kind, m: m, hub: newHub(), dir: t.TempDir(),
-		fence:   redistest.Start(t),
+		fence:   redisserver.Start(t),
 		procs:   map[string]*proc{},
 		iters:   map[string]int{},
 		proxies: map[string]*switchProxy{},
-		lagged:  map[string]*redistest.Proxy{},
+		lagged:  map[string]*redisserver.Proxy{},
 	}
 	// By default each worker reaches the lock store through its own proxy,
 	// so that one worker can be cut off or all moved to another server.
@@ -146,7 +146,7 @@ func (r *run) execute() result {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	log, final, err := fenceClient{redistest.NewClient(t, r.fence.Addr())}.history(ctx)
+	log, final, err := fenceClient{redisserver.NewClient(t, r.fence.Addr())}.history(ctx)
 	if err != nil {
 		t.Fatalf("reading the register: %v", err)
 	}
@@ -198,7 +198,7 @@ func (r *run) awaitWorkers() {
 // keeps nothing beyond a TTL (its fencing tokens live in the lock value and
 // the last released value), so every such key is a leak.
 func (r *run) leakedKeys(ctx context.Context) []string {
-	rdb := redistest.NewClient(r.t, r.store.Addr())
+	rdb := redisserver.NewClient(r.t, r.store.Addr())
 	keys, err := rdb.Keys(ctx, "*").Result()
 	if err != nil {
 		r.t.Fatalf("listing keys: %v", err)
@@ -214,14 +214,14 @@ func (r *run) leakedKeys(ctx context.Context) []string {
 
 // startReplica starts a replica of master behind a replication link that
 // lags by lag, once the replica has caught up.
-func (r *run) startReplica(master *redistest.Server, lag time.Duration) (*redistest.Server, *redistest.Proxy) {
+func (r *run) startReplica(master *redisserver.Server, lag time.Duration) (*redisserver.Server, *redisserver.Proxy) {
 	t := r.t
-	link := redistest.NewProxy(t, master.Addr())
+	link := redisserver.NewProxy(t, master.Addr())
 	_, port, _ := net.SplitHostPort(link.Addr())
-	rep := redistest.Start(t, redistest.WithArgs("--replicaof", "127.0.0.1", port))
+	rep := redisserver.Start(t, redisserver.WithArgs("--replicaof", "127.0.0.1", port))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	rdb := redistest.NewClient(t, master.Addr())
+	rdb := redisserver.NewClient(t, master.Addr())
 	if err := rdb.Set(ctx, "harness:sync", strconv.Itoa(r.spawned), time.Minute).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -238,7 +238,7 @@ func (r *run) startReplica(master *redistest.Server, lag time.Duration) (*redist
 func (r *run) failover(ctx context.Context) {
 	r.link.Close() // the lagging replication stream is cut: the replica never sees the last writes
 	r.store.Kill()
-	if err := redistest.NewClient(r.t, r.replica.Addr()).Do(ctx, "REPLICAOF", "NO", "ONE").Err(); err != nil {
+	if err := redisserver.NewClient(r.t, r.replica.Addr()).Do(ctx, "REPLICAOF", "NO", "ONE").Err(); err != nil {
 		r.t.Fatalf("promoting the replica: %v", err)
 	}
 	r.store, r.replica, r.link = r.replica, nil, nil

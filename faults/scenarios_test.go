@@ -6,7 +6,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/dlockio/dlock/internal/redistest"
+	"github.com/dlockio/dlock/internal/testkit/redisserver"
 )
 
 // scenario is one kind of fault, run against both locks.
@@ -72,7 +72,7 @@ func scenarios() []scenario {
 
 // plainStore is one redis-server, reached by each worker through its own
 // switchable proxy.
-func plainStore(r *run) { r.store = redistest.Start(r.t) }
+func plainStore(r *run) { r.store = redisserver.Start(r.t) }
 
 // injectPause freezes a holder in the middle of its critical section — after
 // it read the counter and checked its lease — until a rival has taken the
@@ -165,12 +165,12 @@ func injectRestart(r *run) {
 
 const replyLatency = 120 * time.Millisecond
 
-// latencySetup puts a redistest.Proxy that delays every reply in front of
+// latencySetup puts a redisserver.Proxy that delays every reply in front of
 // each worker.
 func latencySetup(r *run) {
-	r.store = redistest.Start(r.t)
+	r.store = redisserver.Start(r.t)
 	r.dial = func(name string) string {
-		p := redistest.NewProxy(r.t, r.store.Addr())
+		p := redisserver.NewProxy(r.t, r.store.Addr())
 		p.SetLatency(replyLatency)
 		r.lagged[name] = p
 		return p.Addr()
@@ -210,7 +210,7 @@ func replicaLag(r *run) time.Duration { return r.sc.ttl + 100*time.Millisecond }
 
 // replicatedStore starts a master and a replica that lags behind it.
 func replicatedStore(r *run) {
-	r.store = redistest.Start(r.t)
+	r.store = redisserver.Start(r.t)
 	r.replica, r.link = r.startReplica(r.store, replicaLag(r))
 }
 

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/dlockio/dlock"
-	"github.com/dlockio/dlock/internal/redistest"
+	"github.com/dlockio/dlock/internal/testkit/redisserver"
 	"github.com/dlockio/dlock/redisdriver"
 )
 
@@ -158,7 +158,7 @@ func sharedScenarios() []sharedScenario {
 // persistentStore is one redis-server that writes every command to its
 // append-only file before answering.
 func persistentStore(r *run) {
-	r.store = redistest.Start(r.t, redistest.WithArgs("--appendonly", "yes", "--appendfsync", "always"))
+	r.store = redisserver.Start(r.t, redisserver.WithArgs("--appendonly", "yes", "--appendfsync", "always"))
 }
 
 // injectRestartPersistent kills Redis while someone holds and restarts it
@@ -248,7 +248,7 @@ func (r *run) refused(acq string) bool {
 func (r *run) rejectedReads() int {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	rdb := redistest.NewClient(r.t, r.fence.Addr())
+	rdb := redisserver.NewClient(r.t, r.fence.Addr())
 	lines, err := rdb.LRange(ctx, fenceName+":log", 0, -1).Result()
 	if err != nil {
 		r.t.Fatalf("reading the register log: %v", err)
@@ -268,8 +268,8 @@ func TestFaultsShared(t *testing.T) {
 	if testing.Short() {
 		t.Skip("fault injection takes minutes; skipped in -short mode")
 	}
-	if os.Getenv(redistest.EnvAddr) != "" {
-		t.Skip("fault injection needs redis-servers it owns; " + redistest.EnvAddr + " is set")
+	if os.Getenv(redisserver.EnvAddr) != "" {
+		t.Skip("fault injection needs redis-servers it owns; " + redisserver.EnvAddr + " is set")
 	}
 	m := suiteMode()
 	m.workers = max(m.workers, 4)
@@ -321,7 +321,7 @@ func (r *run) leftHolders() int {
 
 // newInspector is a dlock Client for looking at the store.
 func newInspector(t *testing.T, addr string) *dlock.Client {
-	drv, err := redisdriver.New(redistest.NewClient(t, addr))
+	drv, err := redisdriver.New(redisserver.NewClient(t, addr))
 	if err != nil {
 		t.Fatal(err)
 	}

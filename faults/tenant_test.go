@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/dlockio/dlock"
-	"github.com/dlockio/dlock/internal/redistest"
+	"github.com/dlockio/dlock/internal/testkit/redisserver"
 	"github.com/dlockio/dlock/redisdriver"
 	"github.com/redis/go-redis/v9"
 )
@@ -20,7 +20,7 @@ import (
 // or run code as another user.
 
 // tenantClient connects to srv as an ACL user made with rules.
-func tenantClient(t *testing.T, srv *redistest.Server, user string, rules ...string) *redis.Client {
+func tenantClient(t *testing.T, srv *redisserver.Server, user string, rules ...string) *redis.Client {
 	t.Helper()
 	ctx := context.Background()
 	admin := srv.Client(t)
@@ -41,7 +41,7 @@ func tenantClient(t *testing.T, srv *redistest.Server, user string, rules ...str
 }
 
 // tenantLocker is a Client of srv as its default (admin) user.
-func tenantLocker(t *testing.T, srv *redistest.Server, opts ...redisdriver.Option) (*dlock.Client, *recordingDriver) {
+func tenantLocker(t *testing.T, srv *redisserver.Server, opts ...redisdriver.Option) (*dlock.Client, *recordingDriver) {
 	t.Helper()
 	d, err := redisdriver.New(srv.Client(t), opts...)
 	if err != nil {
@@ -68,7 +68,7 @@ func TestForgedGrantGivesNoLock(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	srv := redistest.Start(t)
+	srv := redisserver.Start(t)
 	evil := tenantClient(t, srv, "evil", "resetkeys", "%R~dlock:*", "resetchannels", "&dlock:inbox:*",
 		"-@all", "+hgetall", "+lrange", "+publish", "+hello", "+auth", "+ping")
 	if err := evil.Set(ctx, "dlock:{k}", "x", 0).Err(); err == nil || !strings.HasPrefix(err.Error(), "NOPERM") {
@@ -182,7 +182,7 @@ func TestReplacedLibraryDoesNotRun(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	srv := redistest.Start(t)
+	srv := redisserver.Start(t)
 	admin := srv.Client(t)
 	if err := admin.Set(ctx, "secret:db", "s3cret", 0).Err(); err != nil {
 		t.Fatal(err)

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/dlockio/dlock"
-	"github.com/dlockio/dlock/internal/redistest"
+	"github.com/dlockio/dlock/internal/testkit/redisserver"
 	dlockotel "github.com/dlockio/dlock/otel"
 	"github.com/dlockio/dlock/redisdriver"
 	"go.opentelemetry.io/otel/attribute"
@@ -41,7 +41,7 @@ func newTelemetry(t *testing.T) telemetry {
 
 func newClient(t *testing.T, addr string, obs dlock.Observer) *dlock.Client {
 	t.Helper()
-	drv, err := redisdriver.New(redistest.NewClient(t, addr))
+	drv, err := redisdriver.New(redisserver.NewClient(t, addr))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +81,7 @@ func attr(attrs []attribute.KeyValue, k attribute.Key) (attribute.Value, bool) {
 // On a real redis-server: a Lock that waits for a holder, a busy TryLock,
 // and the Unlocks, seen as spans under the caller's span and as metrics.
 func TestSpansAndMetricsOnRedis(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := redisserver.Start(t)
 	tm := newTelemetry(t)
 	holder, waiter := newClient(t, srv.Addr(), tm.obs), newClient(t, srv.Addr(), tm.obs)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -206,8 +206,8 @@ func TestSpansAndMetricsOnRedis(t *testing.T) {
 // A lock lost behind its holder and a store failure become the lost and
 // backend-error metrics, and a failed Unlock an error span.
 func TestLossAndFailuresOnRedis(t *testing.T) {
-	srv := redistest.Start(t)
-	proxy := redistest.NewProxy(t, srv.Addr())
+	srv := redisserver.Start(t)
+	proxy := redisserver.NewProxy(t, srv.Addr())
 	tm := newTelemetry(t)
 	c := newClient(t, proxy.Addr(), tm.obs)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)

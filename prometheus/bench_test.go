@@ -12,7 +12,7 @@ import (
 
 	"github.com/dlockio/dlock"
 	"github.com/dlockio/dlock/driver"
-	"github.com/dlockio/dlock/internal/redistest"
+	"github.com/dlockio/dlock/internal/testkit/redisserver"
 	"github.com/dlockio/dlock/memdriver"
 	dlockprom "github.com/dlockio/dlock/prometheus"
 	"github.com/dlockio/dlock/redisdriver"
@@ -29,9 +29,9 @@ import (
 // the observer's included) per cycle, which a busy machine disturbs less
 // than wall time.
 func BenchmarkMetricsCost(b *testing.B) {
-	srv := redistest.Start(b)
+	srv := redisserver.Start(b)
 	runWorkloads(b, func(b *testing.B, withMetrics bool) *dlock.Client {
-		drv, err := redisdriver.New(redistest.NewClient(b, srv.Addr()))
+		drv, err := redisdriver.New(redisserver.NewClient(b, srv.Addr()))
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/dlockio/dlock"
-	"github.com/dlockio/dlock/internal/redistest"
+	"github.com/dlockio/dlock/internal/testkit/redisserver"
 	dlockprom "github.com/dlockio/dlock/prometheus"
 	"github.com/dlockio/dlock/redisdriver"
 	"github.com/prometheus/client_golang/prometheus"
@@ -21,7 +21,7 @@ import (
 
 func newClient(t *testing.T, addr string, col *dlockprom.Collector) *dlock.Client {
 	t.Helper()
-	drv, err := redisdriver.New(redistest.NewClient(t, addr))
+	drv, err := redisdriver.New(redisserver.NewClient(t, addr))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,8 +68,8 @@ func awaitGauge(t *testing.T, g prometheus.Gatherer, name string, want float64) 
 // its holder, a store that stops answering; the collector, read directly
 // and scraped over HTTP, counts each.
 func TestCollectorOnRedis(t *testing.T) {
-	srv := redistest.Start(t)
-	proxy := redistest.NewProxy(t, srv.Addr())
+	srv := redisserver.Start(t)
+	proxy := redisserver.NewProxy(t, srv.Addr())
 	col, err := dlockprom.New()
 	if err != nil {
 		t.Fatal(err)

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/dlockio/dlock"
-	"github.com/dlockio/dlock/internal/redistest"
+	"github.com/dlockio/dlock/internal/testkit/redisserver"
 	dlockprom "github.com/dlockio/dlock/prometheus"
 	"github.com/dlockio/dlock/redisdriver"
 	"github.com/redis/go-redis/v9"
@@ -37,8 +37,8 @@ const pairBlock = 2000
 func BenchmarkMetricsCostPaired(b *testing.B) {
 	for _, w := range []string{"trylock", "lock"} {
 		b.Run(w, func(b *testing.B) {
-			srv := redistest.Start(b)
-			rdb := [2]*redis.Client{redistest.NewClient(b, srv.Addr()), redistest.NewClient(b, srv.Addr())}
+			srv := redisserver.Start(b)
+			rdb := [2]*redis.Client{redisserver.NewClient(b, srv.Addr()), redisserver.NewClient(b, srv.Addr())}
 			aa, nop := os.Getenv("DLOCK_BENCH_AA") != "", os.Getenv("DLOCK_BENCH_NOP") != ""
 			// One collector for the process, as an application has: its
 			// series are made once, not per block.

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/dlockio/dlock"
-	"github.com/dlockio/dlock/internal/redistest"
+	"github.com/dlockio/dlock/internal/testkit/redisserver"
 	"github.com/dlockio/dlock/redisdriver"
 	"github.com/redis/go-redis/v9"
 )
@@ -33,7 +33,7 @@ const (
 
 // aclUser makes user with rules on srv and returns a go-redis client
 // logged in as that user.
-func aclUser(t *testing.T, srv *redistest.Server, user, rules string) *redis.Client {
+func aclUser(t *testing.T, srv *redisserver.Server, user, rules string) *redis.Client {
 	t.Helper()
 	ctx := context.Background()
 	args := []any{"ACL", "SETUSER", user, "reset", "on", ">" + user + "-pw"}
@@ -65,7 +65,7 @@ func TestPublishedACLs(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	srv := redistest.Start(t)
+	srv := redisserver.Start(t)
 	appDrv, err := redisdriver.New(aclUser(t, srv, "app", aclApp))
 	if err != nil {
 		t.Fatal(err)

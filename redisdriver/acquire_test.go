@@ -9,14 +9,14 @@ import (
 	"time"
 
 	"github.com/dlockio/dlock/driver"
-	"github.com/dlockio/dlock/internal/redistest"
+	"github.com/dlockio/dlock/internal/testkit/redisserver"
 )
 
 // Tokens keep increasing when the server comes back from an older
 // snapshot (as after a crash with periodic RDB saves, AOF everysec, or a
 // failover to a lagging replica), and when it comes back empty.
 func TestTokensIncreaseAcrossRestartFromOlderSnapshot(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := redisserver.Start(t)
 	rdb := srv.Client(t)
 	d := newDriver(t, rdb)
 	ctx := context.Background()
@@ -50,7 +50,7 @@ func TestTokensIncreaseAcrossRestartFromOlderSnapshot(t *testing.T) {
 // A recorded token ahead of the server clock (a master whose clock ran
 // ahead, then failed over) is still exceeded: token = record + 1.
 func TestTokenExceedsRecordAheadOfClock(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := redisserver.Start(t)
 	rdb := srv.Client(t)
 	d := newDriver(t, rdb)
 	ctx := context.Background()
@@ -70,7 +70,7 @@ func TestTokenExceedsRecordAheadOfClock(t *testing.T) {
 // A record the driver did not write fails the acquisition rather than
 // being read as some token, and nothing is taken.
 func TestMalformedRecordFailsAcquisition(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := redisserver.Start(t)
 	rdb := srv.Client(t)
 	d := newDriver(t, rdb)
 	ctx := context.Background()
@@ -92,7 +92,7 @@ func TestMalformedRecordFailsAcquisition(t *testing.T) {
 // resends a command whose reply was lost — is acquired both times with the
 // same token, and another owner is refused.
 func TestRepeatedRequestKeepsItsToken(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := redisserver.Start(t)
 	rdb := srv.Client(t)
 	d := newDriver(t, rdb)
 	ctx := context.Background()
@@ -120,7 +120,7 @@ func TestRepeatedRequestKeepsItsToken(t *testing.T) {
 // "unknown" to one that does not (sparing the PTTL) and for a key without
 // expiry.
 func TestBusyRetryAfter(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := redisserver.Start(t)
 	rdb := srv.Client(t)
 	d := newDriver(t, rdb)
 	ctx := context.Background()
@@ -155,7 +155,7 @@ func TestBusyRetryAfter(t *testing.T) {
 func TestAcquireIsOneScriptCall(t *testing.T) {
 	for _, m := range codeModes {
 		t.Run(m.name, func(t *testing.T) {
-			srv := redistest.Start(t)
+			srv := redisserver.Start(t)
 			rdb := srv.Client(t)
 			d := newDriver(t, rdb, m.opts...)
 			mustAcquire(t, d, "warm-up", "w") // loads the code into the server
@@ -188,7 +188,7 @@ func TestAcquireIsOneScriptCall(t *testing.T) {
 // Owner ids the value format cannot carry, and TTLs Redis refuses, are
 // invalid arguments, caught before anything is sent.
 func TestAcquireRejectsBadArguments(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := redisserver.Start(t)
 	d := newDriver(t, srv.Client(t))
 	ctx := context.Background()
 	for _, req := range []driver.AcquireRequest{

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/dlockio/dlock/driver"
-	"github.com/dlockio/dlock/internal/redistest"
+	"github.com/dlockio/dlock/internal/testkit/redisserver"
 )
 
 // BenchmarkRedisTime reports the server's own time (INFO commandstats,
@@ -20,7 +20,7 @@ import (
 // counted under their own names as well, so only the commands sent are
 // summed). Redis' per-command dispatch is not in commandstats.
 func BenchmarkRedisTime(b *testing.B) {
-	srv := redistest.Start(b)
+	srv := redisserver.Start(b)
 	rdb := srv.Client(b)
 	d, err := New(rdb)
 	if err != nil {

@@ -8,7 +8,7 @@ import (
 
 	"github.com/dlockio/dlock/driver"
 	"github.com/dlockio/dlock/drivertest"
-	"github.com/dlockio/dlock/internal/redistest"
+	"github.com/dlockio/dlock/internal/testkit/redisserver"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -18,7 +18,7 @@ var badKeys = []string{"}", "}x", "}{x}"}
 // The suite against one real server, restarted empty and from an RDB
 // snapshot taken by SAVE.
 func TestConformance(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := redisserver.Start(t)
 	admin := srv.Client(t)
 	var n atomic.Int64
 	drivertest.Run(t, drivertest.Harness{
@@ -53,7 +53,7 @@ func TestConformance(t *testing.T) {
 
 // The suite against a real three-node Cluster (no restarts).
 func TestConformanceCluster(t *testing.T) {
-	addrs := clusterAddrs(redistest.StartCluster(t, 3))
+	addrs := clusterAddrs(redisserver.StartCluster(t, 3))
 	var n atomic.Int64
 	drivertest.Run(t, drivertest.Harness{
 		New: func(t *testing.T) driver.Driver {

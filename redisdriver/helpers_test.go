@@ -2,7 +2,7 @@ package redisdriver
 
 import (
 	"context"
-	"github.com/dlockio/dlock/internal/redistest"
+	"github.com/dlockio/dlock/internal/testkit/redisserver"
 	"strconv"
 	"strings"
 	"testing"
@@ -164,7 +164,7 @@ func scriptCalls(calls map[string]int) int {
 }
 
 // clusterAddrs returns the addresses of nodes, a Cluster's seeds.
-func clusterAddrs(nodes []*redistest.Server) []string {
+func clusterAddrs(nodes []*redisserver.Server) []string {
 	addrs := make([]string, len(nodes))
 	for i, s := range nodes {
 		addrs[i] = s.Addr()
@@ -174,7 +174,7 @@ func clusterAddrs(nodes []*redistest.Server) []string {
 
 // newClusterClient returns a client of the Cluster of nodes, closed when
 // the test ends.
-func newClusterClient(t *testing.T, nodes []*redistest.Server) *redis.ClusterClient {
+func newClusterClient(t *testing.T, nodes []*redisserver.Server) *redis.ClusterClient {
 	t.Helper()
 	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: clusterAddrs(nodes)})
 	t.Cleanup(func() { _ = c.Close() })

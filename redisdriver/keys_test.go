@@ -5,14 +5,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dlockio/dlock/internal/redistest"
+	"github.com/dlockio/dlock/internal/testkit/redisserver"
 )
 
 // A held lock is one key, and once its TTL has passed — after a release or
 // after it expired unreleased — the name leaves nothing behind: no
 // counter or marker outlives the lock.
 func TestNoKeyOutlivesTheTTL(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := redisserver.Start(t)
 	rdb := srv.Client(t)
 	d := newDriver(t, rdb)
 	ctx := context.Background()

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/dlockio/dlock/driver"
-	"github.com/dlockio/dlock/internal/redistest"
+	"github.com/dlockio/dlock/internal/testkit/redisserver"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -41,7 +41,7 @@ func outOfMemory(t *testing.T, rdb *redis.Client) {
 func TestOutOfMemoryAnswersAsScriptsDo(t *testing.T) {
 	for _, m := range codeModes {
 		t.Run(m.name, func(t *testing.T) {
-			srv := redistest.Start(t, redistest.WithArgs("--maxmemory-policy", "noeviction"))
+			srv := redisserver.Start(t, redisserver.WithArgs("--maxmemory-policy", "noeviction"))
 			rdb := srv.Client(t)
 			d := newDriver(t, rdb, m.opts...)
 			ctx := context.Background()
@@ -86,7 +86,7 @@ func TestOutOfMemoryAnswersAsScriptsDo(t *testing.T) {
 // READONLY or LOADING alike) sends that call as a script, and the driver
 // keeps using functions once the server takes the library again.
 func TestLoadRefusedForNowKeepsFunctions(t *testing.T) {
-	srv := redistest.Start(t, redistest.WithArgs("--maxmemory-policy", "noeviction"))
+	srv := redisserver.Start(t, redisserver.WithArgs("--maxmemory-policy", "noeviction"))
 	rdb := srv.Client(t)
 	d := newDriver(t, rdb, WithFunctions())
 	ctx := context.Background()
@@ -118,7 +118,7 @@ func TestLoadRefusedForNowKeepsFunctions(t *testing.T) {
 func TestOtherErrorsKeepFunctions(t *testing.T) {
 	for _, name := range []string{"Function not found", "unknown command", "NOPERM 'fcall'"} {
 		t.Run("script error on "+name, func(t *testing.T) {
-			srv := redistest.Start(t)
+			srv := redisserver.Start(t)
 			rdb := srv.Client(t)
 			d := newDriver(t, rdb, WithFunctions())
 			ctx := context.Background()
@@ -136,7 +136,7 @@ func TestOtherErrorsKeepFunctions(t *testing.T) {
 		})
 	}
 	t.Run("key permission", func(t *testing.T) {
-		srv := redistest.Start(t)
+		srv := redisserver.Start(t)
 		admin := srv.Client(t)
 		ctx := context.Background()
 		if err := admin.Do(ctx, "ACL", "SETUSER", "app", "on", ">pw", "~dlock:{ok*", "&*", "+@all").Err(); err != nil {
@@ -161,7 +161,7 @@ func TestOtherErrorsKeepFunctions(t *testing.T) {
 // layout: the call loads the library on the masters it finds after
 // reloading the layout, and the driver keeps functions.
 func TestClusterSlotMovedToMasterWithoutLibrary(t *testing.T) {
-	nodes := redistest.StartCluster(t, 3)
+	nodes := redisserver.StartCluster(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	ids := make([]string, len(nodes))
@@ -242,7 +242,7 @@ func TestWritesStoppedAnswersAsScriptsDo(t *testing.T) {
 	for _, m := range codeModes {
 		t.Run(m.name, func(t *testing.T) {
 			// A save into a directory nobody can write to fails.
-			srv := redistest.Start(t, redistest.WithArgs("--save", "3600 1", "--dir", "/proc"))
+			srv := redisserver.Start(t, redisserver.WithArgs("--save", "3600 1", "--dir", "/proc"))
 			rdb := srv.Client(t)
 			d := newDriver(t, rdb, m.opts...)
 			ctx := context.Background()
@@ -271,7 +271,7 @@ func TestWritesStoppedAnswersAsScriptsDo(t *testing.T) {
 
 // Calls that find the library missing together load it once.
 func TestConcurrentMissesLoadOnce(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := redisserver.Start(t)
 	rdb := srv.Client(t)
 	d := newDriver(t, rdb, WithFunctions())
 	ctx := context.Background()

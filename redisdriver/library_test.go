@@ -10,14 +10,14 @@ import (
 	"time"
 
 	"github.com/dlockio/dlock/driver"
-	"github.com/dlockio/dlock/internal/redistest"
+	"github.com/dlockio/dlock/internal/testkit/redisserver"
 	"github.com/redis/go-redis/v9"
 )
 
 // Calls sent in one pipeline to a server that lost the library find it
 // missing, load it once, and go again as FCALL: no script, no error.
 func TestPipelineLoadsTheLibrary(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := redisserver.Start(t)
 	rdb := srv.Client(t)
 	d := newDriver(t, rdb, WithFunctions())
 	ctx := context.Background()
@@ -63,7 +63,7 @@ func TestFallsBackToScripts(t *testing.T) {
 		{name: "ACL without FUNCTION", acl: "-function"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			srv := redistest.Start(t, redistest.WithArgs(c.args...))
+			srv := redisserver.Start(t, redisserver.WithArgs(c.args...))
 			admin := srv.Client(t)
 			ctx := context.Background()
 			rdb := admin
@@ -104,7 +104,7 @@ func TestFallsBackToScripts(t *testing.T) {
 	}
 
 	// A pipeline is the first call: its calls go again as scripts.
-	srv := redistest.Start(t, redistest.WithArgs("--rename-command", "FCALL", ""))
+	srv := redisserver.Start(t, redisserver.WithArgs("--rename-command", "FCALL", ""))
 	rdb := srv.Client(t)
 	d := newDriver(t, rdb) // scripts, the default
 	mustAcquire(t, d, "a", "x")
@@ -130,7 +130,7 @@ func TestLibraryNameFollowsTheCode(t *testing.T) {
 	if a, b := name(libraryCode), name(changed); a == b || !strings.HasPrefix(a, "dlock_") {
 		t.Fatalf("library names %q and %q", a, b)
 	}
-	srv := redistest.Start(t)
+	srv := redisserver.Start(t)
 	rdb := srv.Client(t)
 	ctx := context.Background()
 	if err := rdb.FunctionLoad(ctx, changed).Err(); err != nil {
@@ -176,7 +176,7 @@ func (h *countFCalls) count(cmd redis.Cmder) {
 // and a master that lost it (a restart, FUNCTION FLUSH) gets it again,
 // alone and in a batch, while the others keep theirs.
 func TestClusterMastersLoadTheLibrary(t *testing.T) {
-	nodes := redistest.StartCluster(t, 3)
+	nodes := redisserver.StartCluster(t, 3)
 	c := newClusterClient(t, nodes)
 	d := newDriver(t, c, WithFunctions())
 	ctx := context.Background()
@@ -184,7 +184,7 @@ func TestClusterMastersLoadTheLibrary(t *testing.T) {
 	for _, k := range keys {
 		mustAcquire(t, d, k, "id-"+k)
 	}
-	libraries := func(s *redistest.Server) int {
+	libraries := func(s *redisserver.Server) int {
 		libs, err := s.Client(t).FunctionList(ctx, redis.FunctionListQuery{}).Result()
 		if err != nil {
 			t.Fatal(err)
@@ -223,7 +223,7 @@ func TestClusterMastersLoadTheLibrary(t *testing.T) {
 // On a Ring the library is loaded on every shard, so calls on keys of
 // either shard run as functions.
 func TestRingShardsLoadTheLibrary(t *testing.T) {
-	a, b := redistest.Start(t), redistest.Start(t)
+	a, b := redisserver.Start(t), redisserver.Start(t)
 	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": a.Addr(), "b": b.Addr()}})
 	t.Cleanup(func() { _ = ring.Close() })
 	d := newDriver(t, ring, WithFunctions())
@@ -233,7 +233,7 @@ func TestRingShardsLoadTheLibrary(t *testing.T) {
 		mustAcquire(t, d, k, "a")
 		mustRelease(t, d, k, "a")
 	}
-	for name, s := range map[string]*redistest.Server{"a": a, "b": b} {
+	for name, s := range map[string]*redisserver.Server{"a": a, "b": b} {
 		libs, err := s.Client(t).FunctionList(ctx, redis.FunctionListQuery{}).Result()
 		if err != nil || len(libs) != 1 {
 			t.Fatalf("shard %s: libraries %v, %v; want the driver's", name, libs, err)

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/dlockio/dlock/driver"
-	"github.com/dlockio/dlock/internal/redistest"
+	"github.com/dlockio/dlock/internal/testkit/redisserver"
 )
 
 // BenchmarkRedisTimeAcquireAll reports the server's time per AcquireAll of
@@ -18,7 +18,7 @@ import (
 func BenchmarkRedisTimeAcquireAll(b *testing.B) {
 	for _, n := range []int{2, 4, 8} {
 		b.Run(fmt.Sprint("keys=", n), func(b *testing.B) {
-			srv := redistest.Start(b)
+			srv := redisserver.Start(b)
 			rdb := srv.Client(b)
 			d, err := New(rdb)
 			if err != nil {

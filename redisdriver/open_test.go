@@ -9,14 +9,14 @@ import (
 	"time"
 
 	"github.com/dlockio/dlock"
-	"github.com/dlockio/dlock/internal/redistest"
+	"github.com/dlockio/dlock/internal/testkit/redisserver"
 	"github.com/redis/go-redis/v9"
 )
 
 // Open makes a working Client whose Close also closes its Redis client:
 // the server sees the connections go.
 func TestOpen(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := redisserver.Start(t)
 	admin := srv.Client(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -62,7 +62,7 @@ func TestOpenRejectsBadArguments(t *testing.T) {
 // A driver made by New leaves the client to its owner; one that owns it
 // closes it, once.
 func TestCloseOwnsOnlyItsClient(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := redisserver.Start(t)
 	ctx := context.Background()
 	rdb := srv.Client(t)
 	if err := newDriver(t, rdb).Close(); err != nil {
@@ -85,9 +85,9 @@ func TestCloseOwnsOnlyItsClient(t *testing.T) {
 }
 
 // aclServer starts a redis-server with the user dl, password s3cretPW.
-func aclServer(t *testing.T) *redistest.Server {
+func aclServer(t *testing.T) *redisserver.Server {
 	t.Helper()
-	return redistest.Start(t, redistest.WithArgs("--user", "dl", "on", ">s3cretPW", "~*", "&*", "+@all"))
+	return redisserver.Start(t, redisserver.WithArgs("--user", "dl", "on", ">s3cretPW", "~*", "&*", "+@all"))
 }
 
 // password_file reaches an ACL user: the file's password replaces the
@@ -131,8 +131,8 @@ func TestOpenPasswordFileReachesAnACLUser(t *testing.T) {
 // ca_file, cert_file and key_file; without the client certificate, or
 // trusting another CA, a call fails as a backend error.
 func TestOpenTLSWithClientCertificate(t *testing.T) {
-	f := redistest.NewTLSFiles(t)
-	srv := redistest.Start(t, redistest.WithTLS(f))
+	f := redisserver.NewTLSFiles(t)
+	srv := redisserver.Start(t, redisserver.WithTLS(f))
 	q := url.QueryEscape
 	base := "rediss://" + srv.Addr() + "/0?"
 	ca, client := "ca_file="+q(f.CA), "&cert_file="+q(f.ClientCert)+"&key_file="+q(f.ClientKey)

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/dlockio/dlock/driver"
-	"github.com/dlockio/dlock/internal/redistest"
+	"github.com/dlockio/dlock/internal/testkit/redisserver"
 )
 
 // BenchmarkRedisTimeQueue reports the server's own time (INFO
@@ -26,7 +26,7 @@ func BenchmarkRedisTimeQueue(b *testing.B) {
 }
 
 func benchmarkRedisTimeQueue(b *testing.B, opts []Option) {
-	srv := redistest.Start(b)
+	srv := redisserver.Start(b)
 	rdb := srv.Client(b)
 	d, err := New(rdb, opts...)
 	if err != nil {

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/dlockio/dlock/driver"
-	"github.com/dlockio/dlock/internal/redistest"
+	"github.com/dlockio/dlock/internal/testkit/redisserver"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -74,7 +74,7 @@ type latencyProbe struct {
 
 func startLatencyProbe(t testing.TB, addr string) *latencyProbe {
 	t.Helper()
-	c := redistest.NewClient(t, addr)
+	c := redisserver.NewClient(t, addr)
 	ctx := context.Background()
 	if err := c.Ping(ctx).Err(); err != nil {
 		t.Fatal(err)
@@ -151,7 +151,7 @@ func logSlowCalls(t testing.TB, rdb *redis.Client) {
 func TestDeadWaitersSettleInBoundedSteps(t *testing.T) {
 	for _, m := range codeModes {
 		t.Run(m.name, func(t *testing.T) {
-			srv := redistest.Start(t)
+			srv := redisserver.Start(t)
 			rdb := srv.Client(t)
 			d := newDriver(t, rdb, m.opts...)
 			ctx := context.Background()
@@ -222,7 +222,7 @@ func TestDeadWaitersSettleInBoundedSteps(t *testing.T) {
 // records: the head's renewals settle each at most the budget per call,
 // and in a bounded number of calls all of it.
 func TestDeadTailAndRecordsSettleInBoundedSteps(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := redisserver.Start(t)
 	rdb := srv.Client(t)
 	d := newDriver(t, rdb)
 	ctx := context.Background()
@@ -276,7 +276,7 @@ return 1`
 // runs, its entry stays as an expired place, and a waiter that comes back
 // has its old entry again, never a second one.
 func TestDeepWaiterLeavesInBoundedTime(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := redisserver.Start(t)
 	rdb := srv.Client(t)
 	d := newDriver(t, rdb)
 	ctx := context.Background()

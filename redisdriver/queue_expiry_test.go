@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/dlockio/dlock/driver"
-	"github.com/dlockio/dlock/internal/redistest"
+	"github.com/dlockio/dlock/internal/testkit/redisserver"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -34,7 +34,7 @@ func waitPlacesExpired(t *testing.T, rdb redis.Cmdable, d *Driver, key string, i
 // renewal answers lost, its poke queues it anew at the back, and its
 // release answers NotHeld.
 func TestPlaceExpiredBehindALiveHead(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := redisserver.Start(t)
 	rdb := srv.Client(t)
 	d := newDriver(t, rdb)
 	ctx := context.Background()
@@ -87,7 +87,7 @@ func TestPlaceExpiredBehindALiveHead(t *testing.T) {
 // next script that settles the name, here the live head's renewal, drops
 // them with their records.
 func TestPlacesExpiredAtTheTailAreDropped(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := redisserver.Start(t)
 	rdb := srv.Client(t)
 	d := newDriver(t, rdb)
 	ctx := context.Background()

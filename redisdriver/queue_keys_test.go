@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/dlockio/dlock/driver"
-	"github.com/dlockio/dlock/internal/redistest"
+	"github.com/dlockio/dlock/internal/testkit/redisserver"
 )
 
 // Redis deletes a sorted set when its last member goes, and ZADD then
@@ -15,7 +15,7 @@ import (
 // waiter is granted; a waiter that joins after that must leave every key
 // of the name with an expiry, no later than 1.25 TTL away.
 func TestQueueKeysKeepAnExpiryWhenTheWaitersRefill(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := redisserver.Start(t)
 	rdb := srv.Client(t)
 	d := newDriver(t, rdb)
 	ctx := context.Background()

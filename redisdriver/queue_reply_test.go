@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/dlockio/dlock/driver"
-	"github.com/dlockio/dlock/internal/redistest"
+	"github.com/dlockio/dlock/internal/testkit/redisserver"
 )
 
 // A queued request's retry time comes back as an integer (replyQueued
@@ -15,7 +15,7 @@ import (
 func TestQueuedReplyCarriesRetry(t *testing.T) {
 	for _, m := range codeModes {
 		t.Run(m.name, func(t *testing.T) {
-			srv := redistest.Start(t)
+			srv := redisserver.Start(t)
 			d := newDriver(t, srv.Client(t), m.opts...)
 			ctx := context.Background()
 			req := func(id string, wait bool) driver.QueueRequest {

@@ -8,14 +8,14 @@ import (
 	"time"
 
 	"github.com/dlockio/dlock/driver"
-	"github.com/dlockio/dlock/internal/redistest"
+	"github.com/dlockio/dlock/internal/testkit/redisserver"
 )
 
 // One Release call answers each request of a batch on its own terms, with
 // one script call and the PUBLISHes after it, and leaves other owners'
 // locks alone.
 func TestBatchedRelease(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := redisserver.Start(t)
 	rdb := srv.Client(t)
 	d := newDriver(t, rdb)
 	ctx := context.Background()
@@ -61,7 +61,7 @@ func TestReleaseNotifiesWithAndWithoutCachedScript(t *testing.T) {
 }
 
 func testReleaseNotifies(t *testing.T, m codeMode) {
-	srv := redistest.Start(t)
+	srv := redisserver.Start(t)
 	rdb := srv.Client(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -118,7 +118,7 @@ func testReleaseNotifies(t *testing.T, m codeMode) {
 // and after that owner released it too (its record is kept under a key of
 // its own, "<lock>:r:<id>" SEP, when a later release takes :last over).
 func TestRepeatedReleaseIsRecognised(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := redisserver.Start(t)
 	d := newDriver(t, srv.Client(t))
 	mustAcquire(t, d, "k", "a")
 	mustRelease(t, d, "k", "a")
@@ -147,7 +147,7 @@ func TestRepeatedReleaseIsRecognised(t *testing.T) {
 // and keeps the token on record, so the next token is greater; the broken
 // holder's own release then answers NotHeld.
 func TestForceRelease(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := redisserver.Start(t)
 	rdb := srv.Client(t)
 	d := newDriver(t, rdb)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -201,7 +201,7 @@ func TestForceRelease(t *testing.T) {
 // In Cluster mode a batch costs one script call per slot, the scripts
 // publish, and waiters on any node hear it.
 func TestClusterBatchesBySlot(t *testing.T) {
-	nodes := redistest.StartCluster(t, 3)
+	nodes := redisserver.StartCluster(t, 3)
 	c := newClusterClient(t, nodes)
 	d := newDriver(t, c)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -271,7 +271,7 @@ func TestClusterBatchesBySlot(t *testing.T) {
 func TestLoneCallAfterScriptFlush(t *testing.T) {
 	for _, m := range codeModes {
 		t.Run(m.name, func(t *testing.T) {
-			srv := redistest.Start(t)
+			srv := redisserver.Start(t)
 			rdb := srv.Client(t)
 			d := newDriver(t, rdb, m.opts...)
 			ctx := context.Background()
@@ -316,7 +316,7 @@ func TestReleaseThatGrantsDoesNotPublishTheRelease(t *testing.T) {
 		{"behind an expired head", []waiter{{"a", time.Minute}, {"dead", 300 * time.Millisecond}, {"c", time.Minute}}, "c"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			srv := redistest.Start(t)
+			srv := redisserver.Start(t)
 			rdb := srv.Client(t)
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
@@ -363,8 +363,8 @@ func TestReleaseThatGrantsDoesNotPublishTheRelease(t *testing.T) {
 // in lib.lua): one nobody waited for costs no PUBLISH, and the mark a
 // waiter leaves expires by itself.
 func TestReleasePublishesOnlyWhenWaitedFor(t *testing.T) {
-	srv := redistest.Start(t)
-	rdb := redistest.NewClient(t, srv.Addr())
+	srv := redisserver.Start(t)
+	rdb := redisserver.NewClient(t, srv.Addr())
 	d := newDriver(t, rdb)
 	ctx := context.Background()
 	publishes := func(wait bool) int {
@@ -392,8 +392,8 @@ func TestReleasePublishesOnlyWhenWaitedFor(t *testing.T) {
 // A release keeps the record of the release before it for that one's
 // retry, unless its request names it Settled (no retry can come).
 func TestReleaseKeepsNoRecordOfASettledRelease(t *testing.T) {
-	srv := redistest.Start(t)
-	rdb := redistest.NewClient(t, srv.Addr())
+	srv := redisserver.Start(t)
+	rdb := redisserver.NewClient(t, srv.Addr())
 	d := newDriver(t, rdb)
 	ctx := context.Background()
 	records := func() []string {

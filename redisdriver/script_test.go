@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/dlockio/dlock/driver"
-	"github.com/dlockio/dlock/internal/redistest"
+	"github.com/dlockio/dlock/internal/testkit/redisserver"
 )
 
 var allScripts = []*script{acquireScript, releaseScript, renewScript, forceReleaseScript}
@@ -61,7 +61,7 @@ func TestScriptsDefineOnlyTheHelpersTheyCall(t *testing.T) {
 // owned compares the whole id: an id that is a prefix of the holder's
 // owns nothing, in any script that checks ownership.
 func TestOwnedComparesTheWholeID(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := redisserver.Start(t)
 	d := newDriver(t, srv.Client(t))
 	ctx := context.Background()
 	tok := mustAcquire(t, d, "k", "ab")
@@ -88,7 +88,7 @@ func TestOwnedComparesTheWholeID(t *testing.T) {
 // both for a direct call and inside a pipeline, and then EVALSHA works
 // again.
 func TestRunnerFallsBackToEval(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := redisserver.Start(t)
 	rdb := srv.Client(t)
 	ctx := context.Background()
 	probe := newScript("probe", "", "return KEYS[1] .. ARGV[1]")

@@ -15,7 +15,7 @@ import (
 
 	"github.com/dlockio/dlock"
 	"github.com/dlockio/dlock/driver"
-	"github.com/dlockio/dlock/internal/redistest"
+	"github.com/dlockio/dlock/internal/testkit/redisserver"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -246,7 +246,7 @@ func writeTemp(t *testing.T, name, content string) string {
 // The TLS parameters set the client's TLS configuration, on every TLS
 // form; password_file replaces the userinfo password.
 func TestParseURLTLSAndPasswordFile(t *testing.T) {
-	f := redistest.NewTLSFiles(t)
+	f := redisserver.NewTLSFiles(t)
 	tlsQuery := "ca_file=" + url.QueryEscape(f.CA) + "&cert_file=" + url.QueryEscape(f.ClientCert) + "&key_file=" + url.QueryEscape(f.ClientKey)
 	pwFile := writeTemp(t, "pw", "fromfile\n")
 	o := mustParseURL(t, "rediss://u:inurl@127.0.0.1:6380/1?dial_timeout=2s&"+tlsQuery+"&password_file="+url.QueryEscape(pwFile)).(*redis.Client).Options()
@@ -276,7 +276,7 @@ func TestParseURLTLSAndPasswordFile(t *testing.T) {
 }
 
 func TestParseURLRefusesBadTLSAndPasswordParams(t *testing.T) {
-	f := redistest.NewTLSFiles(t)
+	f := redisserver.NewTLSFiles(t)
 	q := url.QueryEscape
 	empty := writeTemp(t, "empty", "\n")
 	for _, tc := range []struct{ raw, says string }{

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dlockio/dlock/internal/redistest"
+	"github.com/dlockio/dlock/internal/testkit/redisserver"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -57,7 +57,7 @@ func expectRelease(t *testing.T, d *Driver, got <-chan string, key string, withi
 // Add, Remove and Add again in quick succession must leave the key
 // subscribed: the second Add's waiter would otherwise sleep a whole TTL.
 func TestWatcherResubscribeRace(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := redisserver.Start(t)
 	d := newDriver(t, srv.Client(t))
 	w, got := watchKeys(t, d)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -86,9 +86,9 @@ func TestWatcherResubscribeRace(t *testing.T) {
 // watcher that counted confirmations kept waiting for the lost one, and
 // every later Add of the key stalled 3 s and failed.)
 func TestWatcherConfirmsAfterCancelledAddAndReconnect(t *testing.T) {
-	srv := redistest.Start(t)
-	proxy := redistest.NewProxy(t, srv.Addr())
-	d := newDriver(t, redistest.NewClient(t, proxy.Addr()))
+	srv := redisserver.Start(t)
+	proxy := redisserver.NewProxy(t, srv.Addr())
+	d := newDriver(t, redisserver.NewClient(t, proxy.Addr()))
 	w, got := watchKeys(t, d)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -123,11 +123,11 @@ func TestWatcherConfirmsAfterCancelledAddAndReconnect(t *testing.T) {
 // (after a warm-up Add, so the pub/sub connection exists): the watcher,
 // its driver on the proxy, the server, the proxy, the notifications, a
 // context bounding the test, and where the Add's result will arrive.
-func stalledAdd(t *testing.T) (*redistest.Server, *redistest.Proxy, *Driver, *watcher, <-chan string, context.Context, <-chan error) {
+func stalledAdd(t *testing.T) (*redisserver.Server, *redisserver.Proxy, *Driver, *watcher, <-chan string, context.Context, <-chan error) {
 	t.Helper()
-	srv := redistest.Start(t)
-	proxy := redistest.NewProxy(t, srv.Addr())
-	d := newDriver(t, redistest.NewClient(t, proxy.Addr()))
+	srv := redisserver.Start(t)
+	proxy := redisserver.NewProxy(t, srv.Addr())
+	d := newDriver(t, redisserver.NewClient(t, proxy.Addr()))
 	w, got := watchKeys(t, d)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	t.Cleanup(cancel)
@@ -165,7 +165,7 @@ func TestWatcherConfirmsAcrossReconnect(t *testing.T) {
 // When Redis drops the pub/sub connection (CLIENT KILL), existing
 // subscriptions keep delivering and new ones are confirmed promptly.
 func TestWatcherSurvivesClientKill(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := redisserver.Start(t)
 	rdb := srv.Client(t)
 	d := newDriver(t, rdb)
 	w, got := watchKeys(t, d)
@@ -189,8 +189,8 @@ func TestWatcherSurvivesClientKill(t *testing.T) {
 // replaced by the health check, and notifications flow again once the
 // network heals.
 func TestWatcherReplacesSilentConnection(t *testing.T) {
-	srv := redistest.Start(t)
-	proxy := redistest.NewProxy(t, srv.Addr())
+	srv := redisserver.Start(t)
+	proxy := redisserver.NewProxy(t, srv.Addr())
 	direct := newDriver(t, srv.Client(t)) // releases bypass the partition
 	proxied := newDriver(t, redis.NewClient(&redis.Options{Addr: proxy.Addr(), ReadTimeout: 200 * time.Millisecond}))
 	w, got := watchKeys(t, proxied)

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dlockio/dlock/internal/redistest"
+	"github.com/dlockio/dlock/internal/testkit/redisserver"
 )
 
 func TestRunFlockForms(t *testing.T) {
@@ -170,8 +170,8 @@ func TestUsageMessagesAgree(t *testing.T) {
 // wait, and within --timeout by the operator commands.
 func TestStoreThatNeverAnswers(t *testing.T) {
 	t.Parallel()
-	srv := redistest.Start(t)
-	proxy := redistest.NewProxy(t, srv.Addr())
+	srv := redisserver.Start(t)
+	proxy := redisserver.NewProxy(t, srv.Addr())
 	proxy.Blackhole(true)
 	url := "redis://" + proxy.Addr() + "/0"
 	for _, tc := range []struct {
@@ -208,7 +208,7 @@ func TestStoreThatNeverAnswers(t *testing.T) {
 // have is a mistake in the URL (64), not an unreachable store (69).
 func TestBadDatabaseIsAUsageError(t *testing.T) {
 	t.Parallel()
-	srv := redistest.Start(t)
+	srv := redisserver.Start(t)
 	url := "redis://" + srv.Addr() + "/99"
 	for _, args := range [][]string{
 		{"run", "-n", "k", "--", "true"},

@@ -19,7 +19,7 @@ import (
 	"time"
 
 	dl "github.com/dlockio/dlock"
-	"github.com/dlockio/dlock/internal/redistest"
+	"github.com/dlockio/dlock/internal/testkit/redisserver"
 	"github.com/dlockio/dlock/redisdriver"
 	"github.com/redis/go-redis/v9"
 )
@@ -52,7 +52,7 @@ func testMain(m *testing.M) int {
 // client to look at it.
 func server(t *testing.T) (string, *redis.Client) {
 	t.Helper()
-	srv := redistest.Start(t)
+	srv := redisserver.Start(t)
 	return "redis://" + srv.Addr() + "/0", srv.Client(t)
 }
 

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	dl "github.com/dlockio/dlock"
-	"github.com/dlockio/dlock/internal/redistest"
+	"github.com/dlockio/dlock/internal/testkit/redisserver"
 	"github.com/dlockio/dlock/redisdriver"
 )
 
@@ -56,7 +56,7 @@ func TestRunDefaultMetaHasNoArgument(t *testing.T) {
 // s3cretPW (the default user is turned off), and returns its address.
 func aclServer(t *testing.T) string {
 	t.Helper()
-	srv := redistest.Start(t, redistest.WithArgs("--user", "dl", "on", ">s3cretPW", "~*", "&*", "+@all"))
+	srv := redisserver.Start(t, redisserver.WithArgs("--user", "dl", "on", ">s3cretPW", "~*", "&*", "+@all"))
 	if err := srv.Client(t).Do(context.Background(), "ACL", "SETUSER", "default", "off").Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -156,8 +156,8 @@ func TestRunCommandEnvHasNoStoreVariables(t *testing.T) {
 // errors.
 func TestRedisTLS(t *testing.T) {
 	t.Parallel()
-	f := redistest.NewTLSFiles(t)
-	srv := redistest.Start(t, redistest.WithTLS(f))
+	f := redisserver.NewTLSFiles(t)
+	srv := redisserver.Start(t, redisserver.WithTLS(f))
 	base := "rediss://" + srv.Addr() + "/0"
 	q := url.QueryEscape
 	withCerts := base + "?ca_file=" + q(f.CA) + "&cert_file=" + q(f.ClientCert) + "&key_file=" + q(f.ClientKey)

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	dl "github.com/dlockio/dlock"
-	"github.com/dlockio/dlock/internal/redistest"
+	"github.com/dlockio/dlock/internal/testkit/redisserver"
 	"github.com/dlockio/dlock/redisdriver"
 	"github.com/redis/go-redis/v9"
 )
@@ -178,8 +178,8 @@ func TestStatusWatchJSONIsOneObjectPerLine(t *testing.T) {
 
 func TestStatusWatchGoesOnAfterAStoreError(t *testing.T) {
 	t.Parallel()
-	srv := redistest.Start(t)
-	proxy := redistest.NewProxy(t, srv.Addr())
+	srv := redisserver.Start(t)
+	proxy := redisserver.NewProxy(t, srv.Addr())
 	p := start(t, "redis://"+proxy.Addr()+"/0", "status", "--json", "--watch=100ms", "--timeout", "300ms", "job")
 	p.waitOutput("a JSON refresh", 10*time.Second, func(out string) bool { return strings.Contains(out, "\n") })
 	proxy.Blackhole(true)

@@ -13,8 +13,8 @@ import (
 
 	"github.com/dlockio/dlock/fence"
 	"github.com/dlockio/dlock/fence/redisfence"
-	"github.com/dlockio/dlock/internal/proctest"
-	"github.com/dlockio/dlock/internal/redistest"
+	"github.com/dlockio/dlock/internal/testkit/redisserver"
+	"github.com/dlockio/dlock/internal/testkit/workerproc"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -27,8 +27,8 @@ import (
 const patience = 20 * time.Second
 
 type faultRun struct {
-	*proctest.Harness
-	resource *redistest.Server
+	*workerproc.Harness
+	resource *redisserver.Server
 	rdb      *redis.Client
 	base     workerConfig
 }
@@ -37,14 +37,14 @@ func newFaultRun(t *testing.T, unfenced bool) *faultRun {
 	if testing.Short() {
 		t.Skip("fault injection with worker processes; skipped in -short mode")
 	}
-	if os.Getenv(redistest.EnvAddr) != "" {
-		t.Skip("fault injection needs redis-servers it owns; " + redistest.EnvAddr + " is set")
+	if os.Getenv(redisserver.EnvAddr) != "" {
+		t.Skip("fault injection needs redis-servers it owns; " + redisserver.EnvAddr + " is set")
 	}
 	// The protected store persists every write (AOF, fsync always), so a
 	// restart keeps its data and its marks.
-	res := redistest.Start(t, redistest.WithArgs("--appendonly", "yes", "--appendfsync", "always"))
-	r := &faultRun{Harness: proctest.New(t, workerEnv), resource: res, rdb: res.Client(t)}
-	r.base = workerConfig{Lock: redistest.Start(t).Addr(), Resource: res.Addr(), TTL: 300 * time.Millisecond,
+	res := redisserver.Start(t, redisserver.WithArgs("--appendonly", "yes", "--appendfsync", "always"))
+	r := &faultRun{Harness: workerproc.New(t, workerEnv), resource: res, rdb: res.Client(t)}
+	r.base = workerConfig{Lock: redisserver.Start(t).Addr(), Resource: res.Addr(), TTL: 300 * time.Millisecond,
 		Work: 100 * time.Millisecond, Unfenced: unfenced}
 	return r
 }
@@ -61,7 +61,7 @@ type redisResult struct {
 	writes      int   // accepted writes logged in the hash
 	counter     int64 // field v
 	lostUpdates int   // accepted writes that read a value another accepted write had read
-	proctest.Reports
+	workerproc.Reports
 }
 
 func (r *faultRun) result(t *testing.T) redisResult {
@@ -166,7 +166,7 @@ func TestFaultKilledWorker(t *testing.T) {
 	from, restarts := 0, 0
 	for f := range 4 {
 		if f%2 == 0 {
-			w, next, ok := r.WaitFor(from, patience, proctest.Kind("read"))
+			w, next, ok := r.WaitFor(from, patience, workerproc.Kind("read"))
 			if !ok {
 				t.Fatal("no worker read")
 			}
@@ -175,7 +175,7 @@ func TestFaultKilledWorker(t *testing.T) {
 			from = next
 			continue
 		}
-		_, next, ok := r.WaitFor(from, patience, proctest.Kind("commit"))
+		_, next, ok := r.WaitFor(from, patience, workerproc.Kind("commit"))
 		if !ok {
 			t.Fatal("no worker wrote")
 		}

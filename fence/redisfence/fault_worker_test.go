@@ -14,7 +14,7 @@ import (
 	"github.com/dlockio/dlock"
 	"github.com/dlockio/dlock/fence"
 	"github.com/dlockio/dlock/fence/redisfence"
-	"github.com/dlockio/dlock/internal/proctest"
+	"github.com/dlockio/dlock/internal/testkit/workerproc"
 	"github.com/dlockio/dlock/redisdriver"
 	"github.com/redis/go-redis/v9"
 )
@@ -46,7 +46,7 @@ func workerMain(raw string) int {
 		fmt.Fprintln(os.Stderr, "worker config:", err)
 		return 2
 	}
-	emit := proctest.Emitter(cfg.Name)
+	emit := workerproc.Emitter(cfg.Name)
 	locker, err := redisdriver.Open("redis://"+cfg.Lock, dlock.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -61,13 +61,13 @@ func workerMain(raw string) int {
 		return 2
 	}
 	ctx := context.Background()
-	proctest.Iterate(emit, cfg.Iters, func(i int) (bool, error) {
+	workerproc.Iterate(emit, cfg.Iters, func(i int) (bool, error) {
 		return increment(ctx, locker, rdb, f, cfg, i, emit)
 	})
 	return 0
 }
 
-func increment(ctx context.Context, locker *dlock.Client, rdb *redis.Client, f *redisfence.Client, cfg workerConfig, i int, emit func(proctest.Event)) (bool, error) {
+func increment(ctx context.Context, locker *dlock.Client, rdb *redis.Client, f *redisfence.Client, cfg workerConfig, i int, emit func(workerproc.Event)) (bool, error) {
 	lease, err := locker.Lock(ctx, "job", dlock.WithTTL(cfg.TTL))
 	if err != nil {
 		return false, err
@@ -79,7 +79,7 @@ func increment(ctx context.Context, locker *dlock.Client, rdb *redis.Client, f *
 	// between this read and this write.
 	if !cfg.Unfenced {
 		if err := f.Advance(ctx, counterKey, tok); errors.Is(err, fence.ErrStaleToken) {
-			emit(proctest.Event{K: "stale", I: i, Tok: tok, Lost: lease.Err() != nil})
+			emit(workerproc.Event{K: "stale", I: i, Tok: tok, Lost: lease.Err() != nil})
 			return true, nil
 		} else if err != nil {
 			return false, err
@@ -92,7 +92,7 @@ func increment(ctx context.Context, locker *dlock.Client, rdb *redis.Client, f *
 	if err != nil {
 		return false, err
 	}
-	emit(proctest.Event{K: "read", I: i, Tok: tok, V: v})
+	emit(workerproc.Event{K: "read", I: i, Tok: tok, V: v})
 	time.Sleep(cfg.Work) // the work; a pause of the whole process lands here
 
 	// No lease check here on purpose: the write must be refused anyway.
@@ -105,11 +105,11 @@ func increment(ctx context.Context, locker *dlock.Client, rdb *redis.Client, f *
 	lost := lease.Err() != nil
 	switch {
 	case errors.Is(err, fence.ErrStaleToken):
-		emit(proctest.Event{K: "stale", I: i, Tok: tok, Lost: lost})
+		emit(workerproc.Event{K: "stale", I: i, Tok: tok, Lost: lost})
 		return true, nil
 	case err != nil:
 		return false, err
 	}
-	emit(proctest.Event{K: "commit", I: i, Tok: tok, V: v + 1, Lost: lost})
+	emit(workerproc.Event{K: "commit", I: i, Tok: tok, V: v + 1, Lost: lost})
 	return true, nil
 }

@@ -11,13 +11,13 @@ import (
 	"github.com/dlockio/dlock"
 	"github.com/dlockio/dlock/fence"
 	"github.com/dlockio/dlock/fence/redisfence"
-	"github.com/dlockio/dlock/internal/redistest"
+	"github.com/dlockio/dlock/internal/testkit/redisserver"
 	"github.com/redis/go-redis/v9"
 )
 
 func newFenced(t *testing.T) (*redisfence.Client, *redis.Client) {
 	t.Helper()
-	rdb := redistest.Start(t).Client(t)
+	rdb := redisserver.Start(t).Client(t)
 	f, err := redisfence.New(rdb)
 	if err != nil {
 		t.Fatal(err)
@@ -192,7 +192,7 @@ func TestBadInput(t *testing.T) {
 // TestFenceKeySlots: on a real server, every fence key hashes to its data
 // key's Cluster slot, and different data keys get different fence keys.
 func TestFenceKeySlots(t *testing.T) {
-	rdb := redistest.StartCluster(t, 1)[0].Client(t)
+	rdb := redisserver.StartCluster(t, 1)[0].Client(t)
 	ctx := testCtx(t)
 	keys := []string{"order:42", "{order:42}", "user:{7}:profile", "a{b", "{a}{b}", "é{ü}", "k{v}:", "x{y}}"}
 	seen := map[string]string{}
@@ -245,7 +245,7 @@ func TestDataKeyInMarkNamespaceRefused(t *testing.T) {
 // TestCluster: fenced writes run on a three-node Cluster (one script per
 // key, both keys in one slot).
 func TestCluster(t *testing.T) {
-	nodes := redistest.StartCluster(t, 3)
+	nodes := redisserver.StartCluster(t, 3)
 	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{nodes[0].Addr()}})
 	t.Cleanup(func() { _ = cc.Close() })
 	f, err := redisfence.New(cc)

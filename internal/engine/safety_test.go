@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/dlockio/dlock/driver"
-	"github.com/dlockio/dlock/internal/testutil"
+	"github.com/dlockio/dlock/internal/testkit/probe"
 	"github.com/dlockio/dlock/memdriver"
 )
 
@@ -95,7 +95,7 @@ func TestBlockingLoggerDoesNotDelayExpiry(t *testing.T) {
 		}
 		return nil
 	})
-	bh := testutil.NewBlocking()
+	bh := probe.NewBlocking()
 	defer close(bh.Release)
 	e := newTestEngine(t, drv, func(c *Config) { c.Logger = slog.New(bh) })
 	const ttl = 150 * time.Millisecond
@@ -251,7 +251,7 @@ func TestBackgroundReleasesAreBatched(t *testing.T) {
 		}
 	}
 	var closeErr error
-	before, peak := testutil.PeakGoroutines(func() { closeErr = e.Close() })
+	before, peak := probe.PeakGoroutines(func() { closeErr = e.Close() })
 	if closeErr != nil {
 		t.Fatal(closeErr)
 	}

@@ -6,14 +6,14 @@ import (
 	"testing"
 
 	"github.com/dlockio/dlock"
-	"github.com/dlockio/dlock/internal/redistest"
+	"github.com/dlockio/dlock/internal/testkit/redisserver"
 	"github.com/dlockio/dlock/once"
 	"github.com/dlockio/dlock/once/redisonce"
 	"github.com/dlockio/dlock/redisdriver"
 )
 
 func benchProcessor(b *testing.B) *once.Processor {
-	srv := redistest.Start(b)
+	srv := redisserver.Start(b)
 	rdb := srv.Client(b)
 	drv, err := redisdriver.New(rdb)
 	if err != nil {

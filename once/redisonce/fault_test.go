@@ -15,7 +15,7 @@ import (
 	"github.com/dlockio/dlock"
 	"github.com/dlockio/dlock/fence"
 	"github.com/dlockio/dlock/fence/redisfence"
-	"github.com/dlockio/dlock/internal/redistest"
+	"github.com/dlockio/dlock/internal/testkit/redisserver"
 	"github.com/dlockio/dlock/once"
 	"github.com/dlockio/dlock/once/redisonce"
 	"github.com/dlockio/dlock/redisdriver"
@@ -31,7 +31,7 @@ type worker struct {
 
 func newWorker(t *testing.T, addr string, ttl time.Duration) worker {
 	t.Helper()
-	rdb := redistest.NewClient(t, addr)
+	rdb := redisserver.NewClient(t, addr)
 	drv, err := redisdriver.New(rdb)
 	if err != nil {
 		t.Fatal(err)
@@ -78,8 +78,8 @@ func charges(t *testing.T, rdb *redis.Client, order string) int {
 // has its charge refused by the fence and its failure refused by the
 // record. One charge, the second worker's result stored.
 func TestFaultPausedWorker(t *testing.T) {
-	srv := redistest.Start(t, redistest.WithArgs("--appendonly", "yes", "--appendfsync", "always"))
-	proxy := redistest.NewProxy(t, srv.Addr())
+	srv := redisserver.Start(t, redisserver.WithArgs("--appendonly", "yes", "--appendfsync", "always"))
+	proxy := redisserver.NewProxy(t, srv.Addr())
 	const ttl = 300 * time.Millisecond
 	a, b := newWorker(t, proxy.Addr(), ttl), newWorker(t, srv.Addr(), ttl)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -126,7 +126,7 @@ func TestFaultPausedWorker(t *testing.T) {
 // Four workers receive every order, each in its own order, all at once:
 // every delivery returns the one result, each order is charged once.
 func TestFaultRacingDuplicates(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := redisserver.Start(t)
 	const workers, orders = 4, 25
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

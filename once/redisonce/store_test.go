@@ -5,7 +5,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/dlockio/dlock/internal/redistest"
+	"github.com/dlockio/dlock/internal/testkit/redisserver"
 	"github.com/dlockio/dlock/once"
 	"github.com/dlockio/dlock/once/oncetest"
 	"github.com/dlockio/dlock/once/redisonce"
@@ -14,7 +14,7 @@ import (
 // The suite against a real redis-server with appendfsync always, so that
 // acknowledged records survive the restart (kill -9) the suite makes.
 func TestConformance(t *testing.T) {
-	srv := redistest.Start(t, redistest.WithArgs("--appendonly", "yes", "--appendfsync", "always"))
+	srv := redisserver.Start(t, redisserver.WithArgs("--appendonly", "yes", "--appendfsync", "always"))
 	var n atomic.Int64
 	oncetest.Run(t, oncetest.Harness{
 		New: func(t *testing.T) once.Store {

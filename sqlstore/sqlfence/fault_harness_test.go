@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dlockio/dlock/internal/proctest"
-	"github.com/dlockio/dlock/internal/redistest"
-	"github.com/dlockio/dlock/sqlstore/internal/pgtest"
+	"github.com/dlockio/dlock/internal/testkit/pgserver"
+	"github.com/dlockio/dlock/internal/testkit/redisserver"
+	"github.com/dlockio/dlock/internal/testkit/workerproc"
 	"github.com/dlockio/dlock/sqlstore/sqlfence"
 )
 
@@ -16,11 +16,11 @@ import (
 // row in a real PostgreSQL, under a dlock lock on a real redis-server,
 // while the harness pauses and kills them or restarts the database.
 type faultRun struct {
-	*proctest.Harness
+	*workerproc.Harness
 	t     *testing.T
-	pg    *pgtest.Server
+	pg    *pgserver.Server
 	db    *sql.DB
-	redis *redistest.Server
+	redis *redisserver.Server
 	base  workerConfig
 }
 
@@ -28,7 +28,7 @@ func newFaultRun(t *testing.T, iters int, unfenced bool) *faultRun {
 	if testing.Short() {
 		t.Skip("fault injection with worker processes; skipped in -short mode")
 	}
-	pg := pgtest.Start(t)
+	pg := pgserver.Start(t)
 	db := pg.Open(t)
 	ctx := testCtx(t)
 	if err := sqlfence.CreateTable(ctx, db); err != nil {
@@ -46,7 +46,7 @@ func newFaultRun(t *testing.T, iters int, unfenced bool) *faultRun {
 			t.Fatal(err)
 		}
 	}
-	r := &faultRun{Harness: proctest.New(t, workerEnv), t: t, pg: pg, db: db, redis: redistest.Start(t)}
+	r := &faultRun{Harness: workerproc.New(t, workerEnv), t: t, pg: pg, db: db, redis: redisserver.Start(t)}
 	r.base = workerConfig{Redis: r.redis.Addr(), DSN: pg.DSN(), Iters: iters, TTL: 300 * time.Millisecond,
 		Work: 100 * time.Millisecond, Hold: 20 * time.Millisecond, Unfenced: unfenced}
 	return r
@@ -66,7 +66,7 @@ type faultResult struct {
 	counter       int64
 	staleAccepted int // committed with a token below an earlier commit's
 	lostUpdates   int // committed over a value another commit had replaced
-	proctest.Reports
+	workerproc.Reports
 }
 
 func (r *faultRun) result(ctx context.Context) faultResult {

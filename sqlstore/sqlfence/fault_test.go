@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dlockio/dlock/internal/proctest"
+	"github.com/dlockio/dlock/internal/testkit/workerproc"
 )
 
 // The fault tests run real worker processes (this test binary, re-executed)
@@ -68,7 +68,7 @@ func TestFaultKilledWorker(t *testing.T) {
 	killed := map[[2]any]bool{}
 	from := 0
 	for range faults {
-		w, next, ok := r.WaitFor(from, patience, proctest.Kind("write"))
+		w, next, ok := r.WaitFor(from, patience, workerproc.Kind("write"))
 		if !ok {
 			t.Fatal("no worker wrote")
 		}
@@ -106,7 +106,7 @@ func TestFaultDatabaseRestart(t *testing.T) {
 	}
 	from := 0
 	for f, kill := range []bool{false, true} {
-		_, next, ok := r.WaitFor(from, patience, proctest.Kind("commit"))
+		_, next, ok := r.WaitFor(from, patience, workerproc.Kind("commit"))
 		if !ok {
 			t.Fatalf("fault %d: no commit", f)
 		}
@@ -117,7 +117,7 @@ func TestFaultDatabaseRestart(t *testing.T) {
 		from = next
 	}
 	// The workers notice, retry and go on committing.
-	if _, _, ok := r.WaitFor(from, patience, proctest.Kind("commit")); !ok {
+	if _, _, ok := r.WaitFor(from, patience, workerproc.Kind("commit")); !ok {
 		t.Fatal("no commit after the restarts")
 	}
 	r.Await(3 * patience)

@@ -13,7 +13,7 @@ import (
 
 	"github.com/dlockio/dlock"
 	"github.com/dlockio/dlock/fence"
-	"github.com/dlockio/dlock/internal/proctest"
+	"github.com/dlockio/dlock/internal/testkit/workerproc"
 	"github.com/dlockio/dlock/redisdriver"
 	"github.com/dlockio/dlock/sqlstore/sqlfence"
 	_ "github.com/jackc/pgx/v5/stdlib"
@@ -38,7 +38,7 @@ type workerConfig struct {
 	Unfenced bool `json:"unfenced,omitempty"`
 }
 
-// Worker events (proctest.Event, one JSON line each on stdout):
+// Worker events (workerproc.Event, one JSON line each on stdout):
 //
 //	read   the fenced read returned V (tx 1 committed); the harness may pause here
 //	write  tx 2 updated the counter; COMMIT follows after cfg.Hold
@@ -58,7 +58,7 @@ func workerMain(raw string) int {
 		fmt.Fprintln(os.Stderr, "worker config:", err)
 		return 2
 	}
-	emit := proctest.Emitter(cfg.Name)
+	emit := workerproc.Emitter(cfg.Name)
 	ctx := context.Background()
 	locker, err := redisdriver.Open("redis://"+cfg.Redis, dlock.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	if err != nil {
@@ -73,7 +73,7 @@ func workerMain(raw string) int {
 	}
 	defer db.Close()
 
-	proctest.Iterate(emit, cfg.Iters, func(i int) (bool, error) {
+	workerproc.Iterate(emit, cfg.Iters, func(i int) (bool, error) {
 		return increment(ctx, locker, db, cfg, i, emit)
 	})
 	return 0
@@ -82,7 +82,7 @@ func workerMain(raw string) int {
 // increment is one iteration: lock; tx 1 fences and reads the counter;
 // work; tx 2 fences again, writes counter+1 and logs the write; unlock. It
 // reports whether the iteration ended (committed or refused as stale).
-func increment(ctx context.Context, locker *dlock.Client, db *sql.DB, cfg workerConfig, i int, emit func(proctest.Event)) (bool, error) {
+func increment(ctx context.Context, locker *dlock.Client, db *sql.DB, cfg workerConfig, i int, emit func(workerproc.Event)) (bool, error) {
 	lease, err := locker.Lock(ctx, "job", dlock.WithTTL(cfg.TTL))
 	if err != nil {
 		return false, err
@@ -101,13 +101,13 @@ func increment(ctx context.Context, locker *dlock.Client, db *sql.DB, cfg worker
 		return tx.QueryRowContext(ctx, "SELECT v FROM counter WHERE id = 1").Scan(&v)
 	})
 	if errors.Is(err, fence.ErrStaleToken) {
-		emit(proctest.Event{K: "stale", I: i, Tok: tok, Lost: lease.Err() != nil})
+		emit(workerproc.Event{K: "stale", I: i, Tok: tok, Lost: lease.Err() != nil})
 		return true, nil
 	}
 	if err != nil {
 		return false, err
 	}
-	emit(proctest.Event{K: "read", I: i, Tok: tok, V: v})
+	emit(workerproc.Event{K: "read", I: i, Tok: tok, V: v})
 	time.Sleep(cfg.Work) // the work; a pause of the whole process lands here
 
 	// No lease check here on purpose: the process may have been paused
@@ -120,7 +120,7 @@ func increment(ctx context.Context, locker *dlock.Client, db *sql.DB, cfg worker
 			cfg.Name, i, int64(tok), v, v+1); err != nil {
 			return err
 		}
-		emit(proctest.Event{K: "write", I: i, Tok: tok, V: v + 1})
+		emit(workerproc.Event{K: "write", I: i, Tok: tok, V: v + 1})
 		// More work before COMMIT: a kill after "write" lands inside the
 		// transaction.
 		time.Sleep(cfg.Hold)
@@ -129,12 +129,12 @@ func increment(ctx context.Context, locker *dlock.Client, db *sql.DB, cfg worker
 	lost := lease.Err() != nil
 	switch {
 	case errors.Is(err, fence.ErrStaleToken):
-		emit(proctest.Event{K: "stale", I: i, Tok: tok, Lost: lost})
+		emit(workerproc.Event{K: "stale", I: i, Tok: tok, Lost: lost})
 		return true, nil
 	case err != nil:
 		return false, err
 	}
-	emit(proctest.Event{K: "commit", I: i, Tok: tok, V: v + 1, Lost: lost})
+	emit(workerproc.Event{K: "commit", I: i, Tok: tok, V: v + 1, Lost: lost})
 	return true, nil
 }
 

@@ -6,15 +6,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dlockio/dlock/sqlstore/internal/pgtest"
+	"github.com/dlockio/dlock/internal/testkit/pgserver"
 	"github.com/dlockio/dlock/sqlstore/sqlfence"
 )
 
 // testDB starts a PostgreSQL server with the side table and an orders table
 // carrying a token column.
-func testDB(t *testing.T) (*pgtest.Server, *sql.DB) {
+func testDB(t *testing.T) (*pgserver.Server, *sql.DB) {
 	t.Helper()
-	s := pgtest.Start(t)
+	s := pgserver.Start(t)
 	db := s.Open(t)
 	ctx := testCtx(t)
 	if err := sqlfence.CreateTable(ctx, db); err != nil {

@@ -8,17 +8,17 @@ import (
 	"time"
 
 	"github.com/dlockio/dlock"
-	"github.com/dlockio/dlock/internal/redistest"
+	"github.com/dlockio/dlock/internal/testkit/pgserver"
+	"github.com/dlockio/dlock/internal/testkit/redisserver"
 	"github.com/dlockio/dlock/once"
 	"github.com/dlockio/dlock/redisdriver"
-	"github.com/dlockio/dlock/sqlstore/internal/pgtest"
 	"github.com/dlockio/dlock/sqlstore/sqlonce"
 )
 
 // benchSetup returns a Processor with locks on a real redis-server and
 // records in a real PostgreSQL, and the database.
 func benchSetup(b *testing.B) (*once.Processor, *sql.DB) {
-	pg := pgtest.Start(b)
+	pg := pgserver.Start(b)
 	db := pg.Open(b)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -28,7 +28,7 @@ func benchSetup(b *testing.B) (*once.Processor, *sql.DB) {
 	if _, err := db.ExecContext(ctx, `CREATE TABLE bench_effects (k text NOT NULL)`); err != nil {
 		b.Fatal(err)
 	}
-	drv, err := redisdriver.New(redistest.Start(b).Client(b))
+	drv, err := redisdriver.New(redisserver.Start(b).Client(b))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dlockio/dlock/internal/proctest"
-	"github.com/dlockio/dlock/internal/redistest"
-	"github.com/dlockio/dlock/sqlstore/internal/pgtest"
+	"github.com/dlockio/dlock/internal/testkit/pgserver"
+	"github.com/dlockio/dlock/internal/testkit/redisserver"
+	"github.com/dlockio/dlock/internal/testkit/workerproc"
 	"github.com/dlockio/dlock/sqlstore/sqlonce"
 )
 
@@ -27,10 +27,10 @@ const (
 )
 
 type harness struct {
-	*proctest.Harness
+	*workerproc.Harness
 	t     *testing.T
-	redis *redistest.Server
-	pg    *pgtest.Server
+	redis *redisserver.Server
+	pg    *pgserver.Server
 	db    *sql.DB
 	next  int // the index of the first event until has not read yet
 }
@@ -39,8 +39,8 @@ func newHarness(t *testing.T) *harness {
 	if testing.Short() {
 		t.Skip("fault tests start processes and servers")
 	}
-	h := &harness{t: t, redis: redistest.Start(t), pg: pgtest.Start(t)}
-	h.Harness = proctest.New(t, workerEnv) // its cleanup, killing the workers, runs before the servers'.
+	h := &harness{t: t, redis: redisserver.Start(t), pg: pgserver.Start(t)}
+	h.Harness = workerproc.New(t, workerEnv) // its cleanup, killing the workers, runs before the servers'.
 	h.db = h.pg.Open(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -77,7 +77,7 @@ func (h *harness) start(name string, list []string, holdAt string, ignoreLease b
 
 // until reads events until match returns true; it returns every event
 // read, including the matching one. The next call reads on from there.
-func (h *harness) until(what string, d time.Duration, match func(proctest.Event) bool) []proctest.Event {
+func (h *harness) until(what string, d time.Duration, match func(workerproc.Event) bool) []workerproc.Event {
 	h.t.Helper()
 	_, next, ok := h.WaitFor(h.next, d, match)
 	seen := h.Events()[h.next:next]
@@ -89,10 +89,10 @@ func (h *harness) until(what string, d time.Duration, match func(proctest.Event)
 }
 
 // waitExits reads events until n workers reported exit, and returns them.
-func (h *harness) waitExits(n int) []proctest.Event {
+func (h *harness) waitExits(n int) []workerproc.Event {
 	h.t.Helper()
 	exits := 0
-	return h.until(fmt.Sprintf("%d workers to finish", n), 90*time.Second, func(e proctest.Event) bool {
+	return h.until(fmt.Sprintf("%d workers to finish", n), 90*time.Second, func(e workerproc.Event) bool {
 		if e.K == evExit {
 			exits++
 		}

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dlockio/dlock/internal/proctest"
+	"github.com/dlockio/dlock/internal/testkit/workerproc"
 )
 
 // A worker frozen (SIGSTOP) mid-way — its shipment inserted, not yet
@@ -25,11 +25,11 @@ func testPaused(t *testing.T, ignoreLease bool) {
 	all := orders()
 	target := all[0]
 	h.start("w0", all, target, ignoreLease)
-	h.until("w0's effect on the target", 30*time.Second, func(e proctest.Event) bool { return e.W == "w0" && e.K == evEffect && e.Key == target })
+	h.until("w0's effect on the target", 30*time.Second, func(e workerproc.Event) bool { return e.W == "w0" && e.K == evEffect && e.Key == target })
 	h.Signal("w0", syscall.SIGSTOP)
 	h.start("w1", shuffled(all), "", false)
 	h.start("w2", shuffled(all), "", false)
-	h.until("another worker to ship the target", 30*time.Second, func(e proctest.Event) bool {
+	h.until("another worker to ship the target", 30*time.Second, func(e workerproc.Event) bool {
 		return e.W != "w0" && e.K == evDone && e.Key == target && !e.Replayed
 	})
 	h.Signal("w0", syscall.SIGCONT)
@@ -57,7 +57,7 @@ func TestFaultKilledMidway(t *testing.T) {
 	all := orders()
 	target := all[0]
 	h.start("w0", all, target, false)
-	h.until("w0's effect on the target", 30*time.Second, func(e proctest.Event) bool { return e.W == "w0" && e.K == evEffect && e.Key == target })
+	h.until("w0's effect on the target", 30*time.Second, func(e workerproc.Event) bool { return e.W == "w0" && e.K == evEffect && e.Key == target })
 	h.Signal("w0", syscall.SIGKILL)
 	h.start("w1", shuffled(all), "", false)
 	h.start("w2", shuffled(all), "", false)
@@ -75,7 +75,7 @@ func TestFaultDatabaseRestarted(t *testing.T) {
 		h.start(w, shuffled(all), "", false)
 	}
 	done := 0
-	h.until("a third of the orders", 60*time.Second, func(e proctest.Event) bool {
+	h.until("a third of the orders", 60*time.Second, func(e workerproc.Event) bool {
 		if e.K == evDone && !e.Replayed {
 			done++
 		}

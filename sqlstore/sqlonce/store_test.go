@@ -7,15 +7,15 @@ import (
 	"time"
 
 	"github.com/dlockio/dlock"
+	"github.com/dlockio/dlock/internal/testkit/pgserver"
 	"github.com/dlockio/dlock/once"
 	"github.com/dlockio/dlock/once/oncetest"
-	"github.com/dlockio/dlock/sqlstore/internal/pgtest"
 	"github.com/dlockio/dlock/sqlstore/sqlonce"
 )
 
 // The suite against a real PostgreSQL, killed (SIGKILL) and restarted once.
 func TestConformance(t *testing.T) {
-	srv := pgtest.Start(t)
+	srv := pgserver.Start(t)
 	db := srv.Open(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -43,7 +43,7 @@ func TestConformance(t *testing.T) {
 // A key PostgreSQL text cannot store (a NUL byte, invalid UTF-8) is bad
 // input, not a store failure. Before, it came back as ErrBackend.
 func TestKeyPostgreSQLCannotStore(t *testing.T) {
-	db := pgtest.Start(t).Open(t)
+	db := pgserver.Start(t).Open(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := sqlonce.Migrate(ctx, db); err != nil {

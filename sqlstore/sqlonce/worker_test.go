@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/dlockio/dlock"
-	"github.com/dlockio/dlock/internal/proctest"
+	"github.com/dlockio/dlock/internal/testkit/workerproc"
 	"github.com/dlockio/dlock/once"
 	"github.com/dlockio/dlock/redisdriver"
 	"github.com/dlockio/dlock/sqlstore/sqlonce"
@@ -41,7 +41,7 @@ type workerConfig struct {
 	Backoff     time.Duration `json:"backoff"`
 }
 
-// Worker events (proctest.Event, Key the order), one JSON line each on
+// Worker events (workerproc.Event, Key the order), one JSON line each on
 // stdout.
 const (
 	evEffect = "effect" // the shipment row was inserted (not committed)
@@ -68,7 +68,7 @@ func runWorker(raw string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
-	emit := proctest.Emitter(cfg.Name)
+	emit := workerproc.Emitter(cfg.Name)
 	locker, err := redisdriver.Open("redis://"+cfg.Redis, dlock.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))),
 		dlock.WithDefaultTTL(cfg.TTL))
 	if err != nil {
@@ -97,7 +97,7 @@ func runWorker(raw string) int {
 				if _, err := tx.ExecContext(ctx, `INSERT INTO shipments (order_id, token) VALUES ($1, $2)`, order, int64(token)); err != nil {
 					return nil, err
 				}
-				emit(proctest.Event{K: evEffect, Key: order, Tok: token})
+				emit(workerproc.Event{K: evEffect, Key: order, Tok: token})
 				if order == cfg.HoldAt {
 					_, _ = stdin.ReadString('\n') // the harness stops or kills us here
 				}
@@ -110,7 +110,7 @@ func runWorker(raw string) int {
 				res, err = sqlonce.DoTx(ctx, p, db, order, []byte("ship "+order), ship)
 			}
 			if err == nil {
-				emit(proctest.Event{K: evDone, Key: order, Tok: res.Token, Replayed: res.Replayed})
+				emit(workerproc.Event{K: evDone, Key: order, Tok: res.Token, Replayed: res.Replayed})
 				break
 			}
 			if ctx.Err() != nil {
@@ -121,11 +121,11 @@ func runWorker(raw string) int {
 			if errors.Is(err, once.ErrClaimLost) || errors.Is(err, dlock.ErrLockLost) || errors.Is(err, context.Canceled) {
 				kind = evLost
 			}
-			emit(proctest.Event{K: kind, Key: order, Err: err.Error()})
+			emit(workerproc.Event{K: kind, Key: order, Err: err.Error()})
 			time.Sleep(cfg.Backoff) // redelivery delay, as a queue's
 		}
 	}
-	emit(proctest.Event{K: evExit})
+	emit(workerproc.Event{K: evExit})
 	return 0
 }
 

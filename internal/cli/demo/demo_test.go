@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
-	"github.com/dlockio/dlock/internal/redistest"
+	"github.com/dlockio/dlock/internal/testkit/redisserver"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 )
@@ -181,7 +181,7 @@ func TestGateAttachStandalone(t *testing.T) {
 }
 
 func TestGateAttachCluster(t *testing.T) {
-	nodes := redistest.StartCluster(t, 1)
+	nodes := redisserver.StartCluster(t, 1)
 	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{nodes[0].Addr()}, ContextTimeoutEnabled: true})
 	defer rdb.Close()
 	checkGateStopsClient(t, rdb)

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
-	"github.com/dlockio/dlock/internal/redistest"
+	"github.com/dlockio/dlock/internal/testkit/redisserver"
 )
 
 // checkIncident asserts what the incident must show: the lock alone lets
@@ -78,7 +78,7 @@ func TestIncidentEmbedded(t *testing.T) {
 }
 
 func TestIncidentOnServer(t *testing.T) {
-	s := redistest.Start(t)
+	s := redisserver.Start(t)
 	inc, err := runIncident(t.Context(), "redis://"+s.Addr(), "t:", 300*time.Millisecond, newPrinter(nil))
 	if err != nil {
 		t.Fatal(err)
