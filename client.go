@@ -61,7 +61,7 @@ func New(drv driver.Driver, opts ...Option) (*Client, error) {
 	}
 	ecfg := engine.Config{Driver: drv, Logger: cfg.logger, RetryDelay: cfg.retryDelay, Now: cfg.now}
 	if cfg.observer != nil {
-		ecfg.Observer = observerAdapter{cfg.observer}
+		ecfg.Observer = cfg.observer
 	}
 	e, err := engine.New(ecfg)
 	if err != nil {

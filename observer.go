@@ -1,9 +1,7 @@
 package dlock
 
 import (
-	"context"
 	"fmt"
-	"time"
 
 	"github.com/dlockio/dlock/internal/engine"
 )
@@ -24,26 +22,13 @@ import (
 // true (an end whose start was queued is queued past the bound). Close delivers
 // what is queued, waiting at most a second for an Observer that blocks.
 //
-// Embed BaseObserver to implement only the methods you need.
-type Observer interface {
-	// Acquire is called once per Lock or TryLock call that got past
-	// argument checks, with its outcome.
-	Acquire(AcquireEvent)
-	// Release is called once per Unlock call that did work (a repeated
-	// Unlock answered from memory is not reported again).
-	Release(ReleaseEvent)
-	// Renew is called once per answered renewal batch.
-	Renew(RenewEvent)
-	// Lost is called once per lease that ended without Unlock.
-	Lost(LostEvent)
-	// Wait is called when a Lock call starts waiting for a busy lock and
-	// when it stops (acquired, failed, or cancelled).
-	Wait(WaitEvent)
-	// BackendError is called for every store failure: of an acquisition
-	// attempt that Lock or TryLock returned, of Unlock, of a renewal batch,
-	// of a background release.
-	BackendError(BackendErrorEvent)
-}
+// Embed BaseObserver to implement only the methods you need. The methods:
+// Acquire, once per Lock or TryLock call that got past argument checks;
+// Release, once per Unlock call that did work; Renew, once per answered
+// renewal batch; Lost, once per lease that ended without Unlock; Wait, when
+// a Lock call starts and stops waiting for a busy lock; BackendError, for
+// every store failure.
+type Observer = engine.Observer
 
 // Outcomes reported in AcquireEvent.Result and ReleaseEvent.Result; fixed
 // snake_case names, usable as metric label values.
@@ -65,75 +50,31 @@ const (
 	LostGroup    = engine.LostGroup    // another lock of its multi-lock was lost, which ended the multi-lock and this lock with it
 )
 
-// AcquireEvent describes one Lock or TryLock call.
-type AcquireEvent struct {
-	// Ctx is the call's context, for a tracer to find its parent span.
-	// It may be done by the time the event is delivered.
-	Ctx context.Context
-	// Primitive is the kind of lease: "lock" for Lock and TryLock.
-	Primitive string
-	Key       string
-	Result    string        // one of the Result constants
-	Start     time.Time     // when the call reached the Client's engine
-	Wait      time.Duration // how long the call took, waiting included
-	Attempts  int           // acquisition requests sent to the store
-	Token     uint64        // the fencing token, when acquired
-	Err       error         // what the call returned; nil when acquired
-}
+// AcquireEvent describes one Lock or TryLock call: its context (for a
+// tracer's parent span), primitive ("lock", "read", "write", "permit", ...),
+// key, Result, start, wait, attempts, token and error.
+type AcquireEvent = engine.AcquireEvent
 
-// ReleaseEvent describes one Unlock call.
-type ReleaseEvent struct {
-	Ctx       context.Context // the call's context (nil if the call passed nil)
-	Primitive string
-	Key       string
-	Result    string        // one of the Result constants
-	Start     time.Time     // when Unlock was called
-	Held      time.Duration // from the acquire request that got the lock (a queued lease: from the grant's arrival) to this call
-	Latency   time.Duration // how long the call took
-	// WasHeld reports that this call ended a lease that was still held
-	// (not lost, not closed): Held is then the lease's hold time. True for
-	// exactly one Unlock call per lease; a lease ends either so or with a
-	// LostEvent, never both.
-	WasHeld bool
-	Err     error // what Unlock returned
-}
+// ReleaseEvent describes one Unlock call: its result, start, how long the
+// lease was held, its latency, and WasHeld, true for exactly the one Unlock
+// call per lease that ended a lease still held.
+type ReleaseEvent = engine.ReleaseEvent
 
 // RenewEvent describes one renewal batch: one driver call for up to the
 // driver's batch size of leases.
-type RenewEvent struct {
-	Leases  int           // leases in the batch
-	NotHeld int           // of them, found no longer ours (each also gets a LostEvent)
-	Latency time.Duration // from sending the batch to applying its answer
-	Err     error         // the store's failure; the leases are retried until their deadlines
-}
+type RenewEvent = engine.RenewEvent
 
-// LostEvent describes a lease that ended without Unlock.
-type LostEvent struct {
-	Primitive string
-	Key       string
-	Token     uint64
-	Reason    string        // LostNotHeld, LostDeadline, LostClosed or LostGroup
-	Held      time.Duration // from the acquire request that got the lock (a queued lease: from the grant's arrival) to the loss
-}
+// LostEvent describes a lease that ended without Unlock, and why (one of
+// the Lost constants).
+type LostEvent = engine.LostEvent
 
 // WaitEvent describes a Lock call joining or leaving the wait for a busy
-// lock.
-type WaitEvent struct {
-	Primitive string
-	Key       string
-	Started   bool // true when it starts waiting, false when it stops
-	Depth     int  // this Client's waiters for Key after the change
-	Waiters   int  // this Client's waiters for any key after the change
-}
+// lock, with this Client's waiters after the change.
+type WaitEvent = engine.WaitEvent
 
-// BackendErrorEvent describes a store failure.
-type BackendErrorEvent struct {
-	// Op is "acquire", "release", "renew" or "background release".
-	Op        string
-	Primitive string
-	Key       string // empty for renewals and background releases, which are batches
-	Err       error
-}
+// BackendErrorEvent describes a store failure: of an acquisition attempt,
+// a release, a renewal batch or a background release.
+type BackendErrorEvent = engine.BackendErrorEvent
 
 // BaseObserver implements Observer with methods that do nothing; embed it
 // to implement only some.
@@ -169,45 +110,14 @@ func WithObserver(o Observer) Option {
 	}
 }
 
-// observerAdapter turns the engine's events into dlock's: the types are
-// field-for-field the same, so each is a conversion, not a copy by hand.
-type observerAdapter struct{ o Observer }
-
-func (a observerAdapter) Acquire(ev engine.AcquireEvent) { a.o.Acquire(AcquireEvent(ev)) }
-func (a observerAdapter) Release(ev engine.ReleaseEvent) { a.o.Release(ReleaseEvent(ev)) }
-func (a observerAdapter) Renew(ev engine.RenewEvent)     { a.o.Renew(RenewEvent(ev)) }
-func (a observerAdapter) Lost(ev engine.LostEvent)       { a.o.Lost(LostEvent(ev)) }
-func (a observerAdapter) Wait(ev engine.WaitEvent)       { a.o.Wait(WaitEvent(ev)) }
-func (a observerAdapter) BackendError(ev engine.BackendErrorEvent) {
-	a.o.BackendError(BackendErrorEvent(ev))
-}
-
 // Stats is a snapshot of a Client, like sql.DBStats: gauges of now, and
 // totals since New. The totals are counted whether or not an Observer is
 // installed, and never dropped.
-type Stats struct {
-	Held             int // leases held now (every primitive)
-	Waiters          int // Lock calls waiting for a busy lock now
-	RenewalsInFlight int // renewal batches sent and not answered yet
-
-	Acquired      uint64 // successful acquisitions
-	Released      uint64 // Unlock calls that released (ResultReleased)
-	Lost          uint64 // leases lost: not ours any more, deadline passed, or ended with their multi-lock (not Close)
-	RenewFailures uint64 // renewal batches that failed with a store error
-	BackendErrors uint64 // store failures of every kind (see BackendErrorEvent)
-	// ObserverDropped counts events the Observer never got because its
-	// queue was full (it was too slow, or blocked).
-	ObserverDropped uint64
-}
+type Stats = engine.Stats
 
 // Stats returns a snapshot of the Client's state and totals. It is cheap
 // (a few atomic loads and one short lock) and safe to call at any time,
 // also after Close.
 func (c *Client) Stats() Stats {
-	s := c.e.Stats()
-	return Stats{
-		Held: s.Held, Waiters: s.Waiters, RenewalsInFlight: s.RenewalsInFlight,
-		Acquired: s.Acquired, Released: s.Released, Lost: s.Lost,
-		RenewFailures: s.RenewFailures, BackendErrors: s.BackendErrors, ObserverDropped: s.Dropped,
-	}
+	return c.e.Stats()
 }

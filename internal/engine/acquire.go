@@ -23,8 +23,8 @@ type Attempt struct {
 	Send func(ctx context.Context, id string, waiting bool) (driver.AcquireResult, error)
 }
 
-// LockAttempt is the Attempt of the exclusive lock: Driver.Acquire.
-func (e *Engine) LockAttempt(req driver.AcquireRequest) Attempt {
+// lockAttempt is the Attempt of the exclusive lock: Driver.Acquire.
+func (e *Engine) lockAttempt(req driver.AcquireRequest) Attempt {
 	return Attempt{Kind: driver.KindLock, Key: req.Key, TTL: req.TTL,
 		Send: func(ctx context.Context, id string, waiting bool) (driver.AcquireResult, error) {
 			r := req
@@ -34,21 +34,21 @@ func (e *Engine) LockAttempt(req driver.AcquireRequest) Attempt {
 }
 
 // TryAcquire makes one attempt to take the exclusive lock req.Key (req.ID
-// is filled in); see TryAcquireWith.
+// is filled in); see tryAcquireWith.
 func (e *Engine) TryAcquire(ctx context.Context, req driver.AcquireRequest, renew bool) (*Hold, error) {
-	return e.TryAcquireWith(ctx, e.LockAttempt(req), renew)
+	return e.tryAcquireWith(ctx, e.lockAttempt(req), renew)
 }
 
 // Acquire takes the exclusive lock req.Key, waiting as long as ctx allows.
 func (e *Engine) Acquire(ctx context.Context, req driver.AcquireRequest, renew bool) (*Hold, error) {
-	return e.AcquireWith(ctx, e.LockAttempt(req), renew)
+	return e.acquireWith(ctx, e.lockAttempt(req), renew)
 }
 
-// TryAcquireWith makes one attempt. It returns ErrNotAcquired when the
+// tryAcquireWith makes one attempt. It returns ErrNotAcquired when the
 // store refused it (another owner holds the lock, no permit is free). With
 // renew the lease is renewed every TTL/3 until released; without, it ends
 // at its validity deadline.
-func (e *Engine) TryAcquireWith(ctx context.Context, a Attempt, renew bool) (*Hold, error) {
+func (e *Engine) tryAcquireWith(ctx context.Context, a Attempt, renew bool) (*Hold, error) {
 	defer e.observing()()
 	op := e.startAcquire(&a)
 	h, err := e.tryAcquire(ctx, a, renew)
@@ -67,9 +67,9 @@ func (e *Engine) tryAcquire(ctx context.Context, a Attempt, renew bool) (*Hold, 
 	return h, nil
 }
 
-// AcquireWith makes attempts until one is granted, waiting as long as ctx
+// acquireWith makes attempts until one is granted, waiting as long as ctx
 // allows (see wait.go).
-func (e *Engine) AcquireWith(ctx context.Context, a Attempt, renew bool) (*Hold, error) {
+func (e *Engine) acquireWith(ctx context.Context, a Attempt, renew bool) (*Hold, error) {
 	defer e.observing()()
 	op := e.startAcquire(&a)
 	h, _, err := e.patientAttempt(ctx, a, false, renew)

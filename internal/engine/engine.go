@@ -126,10 +126,10 @@ func (e *Engine) Capabilities() driver.Capabilities { return e.caps }
 // p99 1.2-1.4 ms). Err does not need it: it reads the clock.
 const timerSlack = 2 * time.Millisecond
 
-// Drift is the safety margin subtracted from a lease's validity: 1% of the
+// drift is the safety margin subtracted from a lease's validity: 1% of the
 // TTL for clock-rate differences between client and store, the store's own
 // expiry margin, and timerSlack.
-func (e *Engine) Drift(ttl time.Duration) time.Duration {
+func (e *Engine) drift(ttl time.Duration) time.Duration {
 	return ttl/100 + e.caps.ExpiryMargin + timerSlack
 }
 
@@ -149,7 +149,7 @@ func (e *Engine) MinTTL() time.Duration {
 // validity is how long a lease may be believed held after its acquire or
 // renew request was sent. The store cannot expire the key earlier: its
 // countdown starts when the request arrives, after it was sent.
-func (e *Engine) validity(ttl time.Duration) time.Duration { return ttl - e.Drift(ttl) }
+func (e *Engine) validity(ttl time.Duration) time.Duration { return ttl - e.drift(ttl) }
 
 // sinceEpoch is the current time as a deadline value.
 func (e *Engine) sinceEpoch() int64 { return int64(e.now().Sub(e.epoch)) }

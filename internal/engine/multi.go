@@ -55,8 +55,8 @@ func (e *Engine) AcquireAll(ctx context.Context, reqs []driver.AcquireRequest, r
 	return g, err
 }
 
-// AtomicAll reports whether the driver takes keys in one atomic step.
-func (e *Engine) AtomicAll(keys []string) bool {
+// atomicAll reports whether the driver takes keys in one atomic step.
+func (e *Engine) atomicAll(keys []string) bool {
 	ma, ok := e.drv.(driver.MultiAcquirer)
 	return ok && len(keys) > 1 && ma.Atomic(keys)
 }
@@ -64,7 +64,7 @@ func (e *Engine) AtomicAll(keys []string) bool {
 func (e *Engine) acquireAll(ctx context.Context, reqs []driver.AcquireRequest, renew, wait bool) (*Group, error) {
 	g := e.newGroup(ctx, len(reqs))
 	var err error
-	if e.AtomicAll(keysOf(reqs)) {
+	if e.atomicAll(keysOf(reqs)) {
 		err = e.takeStep(ctx, g, reqs, renew, wait)
 	} else {
 		for i := range reqs {

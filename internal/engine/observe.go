@@ -10,17 +10,28 @@ import (
 	"github.com/dlockio/dlock/driver"
 )
 
-// Observer receives what the engine does, for metrics and traces. The
-// engine never calls it on its own paths: events go through a bounded
-// queue to one goroutine that calls the Observer (see observerQueue), so an
-// Observer that blocks delays only its own events, never a lease's end.
-// The root package adapts dlock.Observer to this interface.
+// Observer receives what a Client does, for metrics and traces; the root
+// package gives it to users as dlock.Observer (see its doc for the delivery
+// promises). The engine never calls it on its own paths: events go through a
+// bounded queue to one goroutine that calls the Observer (see observerQueue),
+// so an Observer that blocks delays only its own events, never a lease's end.
 type Observer interface {
+	// Acquire is called once per Lock or TryLock call that got past
+	// argument checks, with its outcome.
 	Acquire(AcquireEvent)
+	// Release is called once per Unlock call that did work (a repeated
+	// Unlock answered from memory is not reported again).
 	Release(ReleaseEvent)
+	// Renew is called once per answered renewal batch.
 	Renew(RenewEvent)
+	// Lost is called once per lease that ended without Unlock.
 	Lost(LostEvent)
+	// Wait is called when a Lock call starts waiting for a busy lock and
+	// when it stops (acquired, failed, or cancelled).
 	Wait(WaitEvent)
+	// BackendError is called for every store failure: of an acquisition
+	// attempt that Lock or TryLock returned, of Unlock, of a renewal batch,
+	// of a background release.
 	BackendError(BackendErrorEvent)
 }
 
@@ -40,66 +51,73 @@ const (
 	LostClosed   = "closed"   // Client.Close ended the lease
 )
 
-// Field names and types must stay identical to dlock's event types, which
-// are converted from these.
-
-// AcquireEvent is one TryAcquireWith or AcquireWith call that reached the engine.
+// AcquireEvent describes one Lock or TryLock call.
 type AcquireEvent struct {
-	Ctx       context.Context
+	// Ctx is the call's context, for a tracer to find its parent span.
+	// It may be done by the time the event is delivered.
+	Ctx context.Context
+	// Primitive is the kind of lease: "lock" for Lock and TryLock.
 	Primitive string
 	Key       string
-	Result    string
-	Start     time.Time
-	Wait      time.Duration
-	Attempts  int
-	Token     uint64
-	Err       error
+	Result    string        // one of the Result constants
+	Start     time.Time     // when the call reached the Client's engine
+	Wait      time.Duration // how long the call took, waiting included
+	Attempts  int           // acquisition requests sent to the store
+	Token     uint64        // the fencing token, when acquired
+	Err       error         // what the call returned; nil when acquired
 }
 
-// ReleaseEvent is one Release call that did work.
+// ReleaseEvent describes one Unlock call.
 type ReleaseEvent struct {
-	Ctx       context.Context
+	Ctx       context.Context // the call's context (nil if the call passed nil)
 	Primitive string
 	Key       string
-	Result    string
-	Start     time.Time
-	Held      time.Duration
-	Latency   time.Duration
-	WasHeld   bool
-	Err       error
+	Result    string        // one of the Result constants
+	Start     time.Time     // when Unlock was called
+	Held      time.Duration // from the acquire request that got the lock (a queued lease: from the grant's arrival) to this call
+	Latency   time.Duration // how long the call took
+	// WasHeld reports that this call ended a lease that was still held
+	// (not lost, not closed): Held is then the lease's hold time. True for
+	// exactly one Unlock call per lease; a lease ends either so or with a
+	// LostEvent, never both.
+	WasHeld bool
+	Err     error // what Unlock returned
 }
 
-// RenewEvent is one answered renewal batch.
+// RenewEvent describes one renewal batch: one driver call for up to the
+// driver's batch size of leases.
 type RenewEvent struct {
-	Leases  int
-	NotHeld int
-	Latency time.Duration
-	Err     error
+	Leases  int           // leases in the batch
+	NotHeld int           // of them, found no longer ours (each also gets a LostEvent)
+	Latency time.Duration // from sending the batch to applying its answer
+	Err     error         // the store's failure; the leases are retried until their deadlines
 }
 
-// LostEvent is a lease that ended without Release.
+// LostEvent describes a lease that ended without Unlock.
 type LostEvent struct {
 	Primitive string
 	Key       string
 	Token     uint64
-	Reason    string
-	Held      time.Duration
+	Reason    string        // LostNotHeld, LostDeadline, LostClosed or LostGroup
+	Held      time.Duration // from the acquire request that got the lock (a queued lease: from the grant's arrival) to the loss
 }
 
-// WaitEvent is a waiter joining (Started) or leaving a key's queue.
+// WaitEvent describes a Lock call joining or leaving the wait for a busy
+// lock.
 type WaitEvent struct {
 	Primitive string
 	Key       string
-	Started   bool
-	Depth     int
-	Waiters   int
+	Started   bool // true when it starts waiting, false when it stops
+	Depth     int  // this Client's waiters for Key after the change
+	Waiters   int  // this Client's waiters for any key after the change
 }
 
-// BackendErrorEvent is a store failure.
+// BackendErrorEvent describes a store failure.
 type BackendErrorEvent struct {
+	// Op is "acquire", "release", "renew" or "background release".
 	Op        string
 	Primitive string
-	Key       string
+	Key       string // empty for renewals and background releases, which are batches
 	Err       error
 }
 
@@ -110,10 +128,22 @@ type stats struct {
 	waiters, renewing                                      atomic.Int64
 }
 
-// Stats is a snapshot of an engine's state and totals.
+// Stats is a snapshot of a Client (dlock.Stats), like sql.DBStats: gauges of now, and
+// totals since New. The totals are counted whether or not an Observer is
+// installed, and never dropped.
 type Stats struct {
-	Held, Waiters, RenewalsInFlight                                 int
-	Acquired, Released, Lost, RenewFailures, BackendErrors, Dropped uint64
+	Held             int // leases held now (every primitive)
+	Waiters          int // Lock calls waiting for a busy lock now
+	RenewalsInFlight int // renewal batches sent and not answered yet
+
+	Acquired      uint64 // successful acquisitions
+	Released      uint64 // Unlock calls that released (ResultReleased)
+	Lost          uint64 // leases lost: not ours any more, deadline passed, or ended with their multi-lock (not Close)
+	RenewFailures uint64 // renewal batches that failed with a store error
+	BackendErrors uint64 // store failures of every kind (see BackendErrorEvent)
+	// ObserverDropped counts events the Observer never got because its
+	// queue was full (it was too slow, or blocked).
+	ObserverDropped uint64
 }
 
 // Stats returns the current snapshot.
@@ -144,7 +174,7 @@ func (e *Engine) Stats() Stats {
 		Lost:             e.stats.lost.Load(),
 		RenewFailures:    e.stats.renewFailures.Load(),
 		BackendErrors:    e.stats.backendErrors.Load(),
-		Dropped:          dropped,
+		ObserverDropped:  dropped,
 	}
 }
 

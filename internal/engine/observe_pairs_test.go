@@ -90,7 +90,7 @@ func TestDroppedEventsKeepGaugesPaired(t *testing.T) {
 	// Before the overflow: A's and C's starts are queued.
 	a := must(e.TryAcquire(ctx, req("a", ttl), true))
 	c := must(e.TryAcquire(ctx, req("c", ttl), true))
-	for e.Stats().Dropped == 0 {
+	for e.Stats().ObserverDropped == 0 {
 		h := must(e.TryAcquire(ctx, req("fill", ttl), true))
 		if err := e.Release(ctx, h); err != nil {
 			t.Fatal(err)
@@ -149,7 +149,7 @@ func TestDroppedEventsKeepGaugesPaired(t *testing.T) {
 	defer o.mu.Unlock()
 	if o.held != 0 || o.waiters != 0 || o.lowest < 0 {
 		t.Errorf("after everything ended: held gauge %d, waiters gauge %d, lowest %d over %d events (%d dropped); want 0, 0, 0",
-			o.held, o.waiters, o.lowest, o.events, e.Stats().Dropped)
+			o.held, o.waiters, o.lowest, o.events, e.Stats().ObserverDropped)
 	}
 }
 

@@ -39,7 +39,7 @@ type event struct {
 }
 
 // maxQueuedEvents bounds the observer queue: beyond it events are dropped
-// and counted (Stats.Dropped), so an Observer that stopped costs bounded
+// and counted (Stats.ObserverDropped), so an Observer that stopped costs bounded
 // memory and never blocks the engine.
 const maxQueuedEvents = 1 << 15
 

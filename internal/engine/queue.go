@@ -44,9 +44,9 @@ func (e *Engine) SupportsQueue() bool {
 	return ok
 }
 
-// QueueAttempt is the Attempt of one queued request that does not wait:
+// queueAttempt is the Attempt of one queued request that does not wait:
 // granted iff nobody waits ahead and it fits the holders.
-func (e *Engine) QueueAttempt(req driver.QueueRequest) (Attempt, error) {
+func (e *Engine) queueAttempt(req driver.QueueRequest) (Attempt, error) {
 	q, err := e.queuer()
 	if err != nil {
 		return Attempt{}, err
@@ -61,13 +61,13 @@ func (e *Engine) QueueAttempt(req driver.QueueRequest) (Attempt, error) {
 }
 
 // TryAcquireQueued makes one attempt at a queued lease (see
-// TryAcquireWith); it never overtakes a waiter.
+// tryAcquireWith); it never overtakes a waiter.
 func (e *Engine) TryAcquireQueued(ctx context.Context, req driver.QueueRequest, renew bool) (*Hold, error) {
-	a, err := e.QueueAttempt(req)
+	a, err := e.queueAttempt(req)
 	if err != nil {
 		return nil, err
 	}
-	return e.TryAcquireWith(ctx, a, renew)
+	return e.tryAcquireWith(ctx, a, renew)
 }
 
 // AcquireQueued takes a queued lease in the store's arrival order, waiting

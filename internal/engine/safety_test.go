@@ -62,7 +62,7 @@ func TestErrReportsLossAtDeadlineWithoutTheLoop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	clk.advance(time.Minute - e.Drift(time.Minute) - time.Nanosecond)
+	clk.advance(time.Minute - e.drift(time.Minute) - time.Nanosecond)
 	if err := h.Err(); err != nil {
 		t.Fatalf("Err() = %v a nanosecond before the deadline", err)
 	}
@@ -329,7 +329,7 @@ func TestReleasePastDeadlineIsNotHeld(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	clk.advance(time.Minute - e.Drift(time.Minute))
+	clk.advance(time.Minute - e.drift(time.Minute))
 	if err := e.Release(context.Background(), h); !errors.Is(err, ErrNotHeld) {
 		t.Fatalf("Release at the deadline = %v, want ErrNotHeld", err)
 	}
