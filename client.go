@@ -37,12 +37,15 @@ type LockInfo = driver.LockInfo
 // every acquisition has its own random owner id. The exception is a Lock
 // whose ctx descends from a lease's Context: a nested hold (see Lease).
 type Client struct {
-	drv  driver.Driver
-	caps driver.Capabilities
-	e    *engine.Engine
-	cfg  clientConfig
-	host string
-	pid  int
+	drv driver.Driver
+	e   *engine.Engine
+	// What the driver can do, asked once, in New.
+	caps   driver.Capabilities
+	minTTL time.Duration
+	queues bool // the driver keeps queued leases (driver.Queuer)
+	cfg    clientConfig
+	host   string
+	pid    int
 
 	closeOnce sync.Once
 	closeErr  error
@@ -67,16 +70,19 @@ func New(drv driver.Driver, opts ...Option) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	if cfg.ttl < e.MinTTL() {
+	caps := drv.Capabilities() // checked by engine.New
+	minTTL := engine.MinTTL(caps)
+	if cfg.ttl < minTTL {
 		_ = e.Close()
-		return nil, fmt.Errorf("%w: default TTL %v is below the minimum %v", ErrInvalidTTL, cfg.ttl, e.MinTTL())
+		return nil, fmt.Errorf("%w: default TTL %v is below the minimum %v", ErrInvalidTTL, cfg.ttl, minTTL)
 	}
-	if _, ok := roundTTL(cfg.ttl, e.Capabilities().TTLUnit); !ok {
+	if _, ok := roundTTL(cfg.ttl, caps.TTLUnit); !ok {
 		_ = e.Close()
-		return nil, fmt.Errorf("%w: default TTL %v is too long for the store's unit %v", ErrInvalidTTL, cfg.ttl, e.Capabilities().TTLUnit)
+		return nil, fmt.Errorf("%w: default TTL %v is too long for the store's unit %v", ErrInvalidTTL, cfg.ttl, caps.TTLUnit)
 	}
+	_, queues := drv.(driver.Queuer)
 	host, _ := os.Hostname()
-	return &Client{drv: drv, caps: e.Capabilities(), e: e, cfg: cfg, host: host, pid: os.Getpid()}, nil
+	return &Client{drv: drv, e: e, caps: caps, minTTL: minTTL, queues: queues, cfg: cfg, host: host, pid: os.Getpid()}, nil
 }
 
 // TryLock makes one attempt to acquire key. It returns ErrNotAcquired when
@@ -115,7 +121,7 @@ func (c *Client) lock(ctx context.Context, key string, opts []LockOption, try bo
 	if err := c.refuseNested(ctx, key, modeExclusive); err != nil {
 		return nil, err
 	}
-	if lc.fifo == fifoOn && !c.e.SupportsQueue() {
+	if lc.fifo == fifoOn && !c.queues {
 		// Before reenter: a nested call's options are checked too.
 		return nil, fmt.Errorf("%w: FIFO lock of %q: the driver has no queued leases", ErrUnsupported, key)
 	}
@@ -127,10 +133,8 @@ func (c *Client) lock(ctx context.Context, key string, opts []LockOption, try bo
 	switch {
 	case c.queued(lc, try):
 		h, err = c.acquireFIFO(ctx, req, lc, try)
-	case try:
-		h, err = c.e.TryAcquire(ctx, req, lc.watchdog)
 	default:
-		h, err = c.e.Acquire(ctx, req, lc.watchdog)
+		h, err = c.e.Acquire(ctx, engine.Request{Key: req.Key, TTL: req.TTL, Owner: req.Owner, Wait: !try, Renew: lc.watchdog})
 	}
 	if err != nil {
 		return nil, err
@@ -162,8 +166,8 @@ func (c *Client) prepare(ctx context.Context, key string, opts []LockOption) (dr
 			return driver.AcquireRequest{}, lc, err
 		}
 	}
-	if lc.ttl < c.e.MinTTL() {
-		return driver.AcquireRequest{}, lc, fmt.Errorf("%w: %v is below the minimum %v", ErrInvalidTTL, lc.ttl, c.e.MinTTL())
+	if lc.ttl < c.minTTL {
+		return driver.AcquireRequest{}, lc, fmt.Errorf("%w: %v is below the minimum %v", ErrInvalidTTL, lc.ttl, c.minTTL)
 	}
 	ttl, ok := roundTTL(lc.ttl, c.caps.TTLUnit)
 	if !ok {

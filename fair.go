@@ -60,7 +60,7 @@ func (c *Client) queued(lc lockConfig, try bool) bool {
 	case fifoOn:
 		return true
 	case fifoDefault:
-		return !try && c.caps.QueueByDefault && c.e.SupportsQueue()
+		return !try && c.caps.QueueByDefault && c.queues
 	}
 	return false
 }
@@ -68,14 +68,13 @@ func (c *Client) queued(lc lockConfig, try bool) bool {
 // acquireFIFO acquires req through the store's queue: waiting its turn,
 // or with try granted iff nobody waits and the key is free.
 func (c *Client) acquireFIFO(ctx context.Context, req driver.AcquireRequest, lc lockConfig, try bool) (*engine.Hold, error) {
-	if !c.e.SupportsQueue() {
+	if !c.queues {
 		return nil, fmt.Errorf("%w: FIFO lock of %q: the driver has no queued leases", ErrUnsupported, req.Key)
 	}
-	qreq := driver.QueueRequest{Key: req.Key, TTL: req.TTL, Owner: req.Owner, Mode: driver.ModeExclusive,
-		MaxWaiters: c.maxWaiters(lc)}
+	h, err := c.e.Acquire(ctx, engine.Request{Key: req.Key, TTL: req.TTL, Owner: req.Owner, Queued: true,
+		Mode: driver.ModeExclusive, MaxWaiters: c.maxWaiters(lc), Wait: !try, Renew: lc.watchdog})
 	if try {
-		return c.e.TryAcquireQueued(ctx, qreq, lc.watchdog)
+		return h, err
 	}
-	h, err := c.e.AcquireQueued(ctx, qreq, lc.watchdog)
 	return h, queueRefusal("lock", req.Key, err)
 }

@@ -18,7 +18,7 @@ func (c *Client) TryLockAll(ctx context.Context, keys []string, opts ...LockOpti
 	if err != nil {
 		return nil, err
 	}
-	g, err := c.e.TryAcquireAll(ctx, reqs, lc.watchdog)
+	g, err := c.e.AcquireAll(ctx, reqs, false, lc.watchdog)
 	if err != nil {
 		return nil, err
 	}
@@ -49,7 +49,7 @@ func (c *Client) LockAll(ctx context.Context, keys []string, opts ...LockOption)
 	if err != nil {
 		return nil, err
 	}
-	g, err := c.e.AcquireAll(ctx, reqs, lc.watchdog)
+	g, err := c.e.AcquireAll(ctx, reqs, true, lc.watchdog)
 	if err != nil {
 		return nil, err
 	}

@@ -33,15 +33,42 @@ func (e *Engine) lockAttempt(req driver.AcquireRequest) Attempt {
 		}}
 }
 
-// TryAcquire makes one attempt to take the exclusive lock req.Key (req.ID
-// is filled in); see tryAcquireWith.
-func (e *Engine) TryAcquire(ctx context.Context, req driver.AcquireRequest, renew bool) (*Hold, error) {
-	return e.tryAcquireWith(ctx, e.lockAttempt(req), renew)
+// Request is one acquisition, of any primitive by any strategy: the one
+// type the engine's Acquire takes.
+type Request struct {
+	Key   string
+	TTL   time.Duration // a multiple of the driver's TTLUnit
+	Owner driver.Owner
+	// Queued sends the request through the store's queue
+	// (driver.Queuer), for a lease of Mode (Limit permits for ModePermit,
+	// at most MaxWaiters waiting, 0 for no cap); otherwise it is the plain
+	// exclusive lock (Driver.Acquire).
+	Queued            bool
+	Mode              driver.Mode
+	Limit, MaxWaiters int
+	// Wait waits as long as ctx allows; otherwise one attempt is made,
+	// and a refusal is ErrNotAcquired.
+	Wait bool
+	// Renew renews the lease every TTL/3 until it is released; otherwise
+	// it ends at its validity deadline.
+	Renew bool
 }
 
-// Acquire takes the exclusive lock req.Key, waiting as long as ctx allows.
-func (e *Engine) Acquire(ctx context.Context, req driver.AcquireRequest, renew bool) (*Hold, error) {
-	return e.acquireWith(ctx, e.lockAttempt(req), renew)
+// Acquire makes the acquisition r: the plain lock or a queued lease (see
+// queue.go), one attempt or a wait.
+func (e *Engine) Acquire(ctx context.Context, r Request) (*Hold, error) {
+	if r.Queued {
+		q := driver.QueueRequest{Key: r.Key, TTL: r.TTL, Owner: r.Owner, Mode: r.Mode, Limit: r.Limit, MaxWaiters: r.MaxWaiters}
+		if r.Wait {
+			return e.acquireQueued(ctx, q, r.Renew)
+		}
+		return e.tryAcquireQueued(ctx, q, r.Renew)
+	}
+	a := e.lockAttempt(driver.AcquireRequest{Key: r.Key, TTL: r.TTL, Owner: r.Owner})
+	if r.Wait {
+		return e.acquireWith(ctx, a, r.Renew)
+	}
+	return e.tryAcquireWith(ctx, a, r.Renew)
 }
 
 // tryAcquireWith makes one attempt. It returns ErrNotAcquired when the

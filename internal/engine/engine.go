@@ -117,9 +117,6 @@ func New(cfg Config) (*Engine, error) {
 	return e, nil
 }
 
-// Capabilities returns the driver's capabilities.
-func (e *Engine) Capabilities() driver.Capabilities { return e.caps }
-
 // timerSlack is the part of the drift margin that covers how late the
 // renewal loop closes Done after a deadline: Go's timers fire about 1 ms
 // late on an idle Linux machine (BenchmarkDoneLateness: p50 0.9-1.0 ms,
@@ -133,15 +130,16 @@ func (e *Engine) drift(ttl time.Duration) time.Duration {
 	return ttl/100 + e.caps.ExpiryMargin + timerSlack
 }
 
-// MinTTL is the shortest TTL a lease may have: the driver's minimum, and
-// at least long enough that the drift margin leaves half of it valid (a
-// shorter lease would be over before most round trips return).
-func (e *Engine) MinTTL() time.Duration {
-	fixed := e.caps.ExpiryMargin + timerSlack
+// MinTTL is the shortest TTL a lease may have on a driver with caps: the
+// driver's minimum, and at least long enough that the drift margin leaves
+// half of it valid (a shorter lease would be over before most round trips
+// return).
+func MinTTL(caps driver.Capabilities) time.Duration {
+	fixed := caps.ExpiryMargin + timerSlack
 	// ttl - ttl/100 - fixed >= ttl/2  ⇔  ttl >= fixed * 100/49
-	m := max(e.caps.MinTTL, fixed*100/49+1)
-	if r := m % e.caps.TTLUnit; r != 0 {
-		m += e.caps.TTLUnit - r
+	m := max(caps.MinTTL, fixed*100/49+1)
+	if r := m % caps.TTLUnit; r != 0 {
+		m += caps.TTLUnit - r
 	}
 	return m
 }

@@ -27,7 +27,7 @@ func TestMinTTLLeavesHalfValid(t *testing.T) {
 		{TTLUnit: time.Second, MinTTL: time.Second, MaxBatch: 1},
 	} {
 		e := newTestEngine(t, memdriver.New(memdriver.WithCapabilities(caps)))
-		m := e.MinTTL()
+		m := MinTTL(e.caps)
 		if m < caps.MinTTL || m%caps.TTLUnit != 0 || e.validity(m) < m/2 || e.validity(m-caps.TTLUnit) >= (m-caps.TTLUnit)/2 && m > caps.MinTTL {
 			t.Errorf("caps %+v: MinTTL %v (validity %v)", caps, m, e.validity(m))
 		}

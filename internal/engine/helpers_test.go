@@ -37,6 +37,12 @@ func req(key string, ttl time.Duration) driver.AcquireRequest {
 	return driver.AcquireRequest{Key: key, TTL: ttl, Owner: driver.Owner{Host: "test", PID: 1}}
 }
 
+// lockReq is the Request of the plain lock key: one attempt, or with wait
+// a wait; with renew renewed until released.
+func lockReq(key string, ttl time.Duration, wait, renew bool) Request {
+	return Request{Key: key, TTL: ttl, Owner: driver.Owner{Host: "test", PID: 1}, Wait: wait, Renew: renew}
+}
+
 // fakeClock is a monotonic-bearing clock that moves only when told.
 type fakeClock struct {
 	base time.Time

@@ -25,7 +25,7 @@ func BenchmarkDoneLateness(b *testing.B) {
 	sem := make(chan struct{}, parallel)
 	for i := 0; b.Loop(); i++ {
 		sem <- struct{}{}
-		h, err := e.TryAcquire(context.Background(), req(keyN(i), ttl), false)
+		h, err := e.Acquire(context.Background(), lockReq(keyN(i), ttl, false, false))
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -34,23 +34,13 @@ func groupLost(reqs []driver.AcquireRequest, g *Group) error {
 		keysName(reqs), g.Err())
 }
 
-// TryAcquireAll makes one attempt at every lock of reqs (distinct keys,
-// validated, sorted by key; IDs are filled in). It returns
-// ErrNotAcquired, naming a busy key, when one is held by another owner;
-// then nothing is held.
-func (e *Engine) TryAcquireAll(ctx context.Context, reqs []driver.AcquireRequest, renew bool) (*Group, error) {
+// AcquireAll takes every lock of reqs, all or none: one attempt, or
+// with wait as long as ctx allows. With renew the locks are renewed every
+// TTL/3 until released.
+func (e *Engine) AcquireAll(ctx context.Context, reqs []driver.AcquireRequest, wait, renew bool) (*Group, error) {
 	defer e.observing()()
 	start := e.observeStart()
-	g, err := e.acquireAll(ctx, reqs, renew, false)
-	e.failedAll(ctx, start, reqs, err)
-	return g, err
-}
-
-// AcquireAll takes every lock of reqs, waiting as long as ctx allows.
-func (e *Engine) AcquireAll(ctx context.Context, reqs []driver.AcquireRequest, renew bool) (*Group, error) {
-	defer e.observing()()
-	start := e.observeStart()
-	g, err := e.acquireAll(ctx, reqs, renew, true)
+	g, err := e.acquireAll(ctx, reqs, renew, wait)
 	e.failedAll(ctx, start, reqs, err)
 	return g, err
 }

@@ -88,29 +88,29 @@ func TestDroppedEventsKeepGaugesPaired(t *testing.T) {
 		return h
 	}
 	// Before the overflow: A's and C's starts are queued.
-	a := must(e.TryAcquire(ctx, req("a", ttl), true))
-	c := must(e.TryAcquire(ctx, req("c", ttl), true))
+	a := must(e.Acquire(ctx, lockReq("a", ttl, false, true)))
+	c := must(e.Acquire(ctx, lockReq("c", ttl, false, true)))
 	for e.Stats().ObserverDropped == 0 {
-		h := must(e.TryAcquire(ctx, req("fill", ttl), true))
+		h := must(e.Acquire(ctx, lockReq("fill", ttl, false, true)))
 		if err := e.Release(ctx, h); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// While the queue is full: B's start is dropped, and so are those of
 	// a plain and a fair waiter of C; A's end must still be queued.
-	b := must(e.TryAcquire(ctx, req("b", ttl), true))
+	b := must(e.Acquire(ctx, lockReq("b", ttl, false, true)))
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	got := make(chan *Hold, 2)
 	wg.Go(func() {
-		h, err := e.Acquire(ctx, req("c", ttl), true)
+		h, err := e.Acquire(ctx, lockReq("c", ttl, true, true))
 		if err != nil {
 			t.Error(err)
 		}
 		got <- h
 	})
 	wg.Go(func() {
-		h, err := e.AcquireQueued(ctx, driver.QueueRequest{Key: "c", TTL: ttl, Mode: driver.ModeExclusive}, true)
+		h, err := e.Acquire(ctx, Request{Queued: true, Key: "c", TTL: ttl, Mode: driver.ModeExclusive, Wait: true, Renew: true})
 		if err != nil {
 			t.Error(err)
 		}
@@ -167,7 +167,7 @@ func TestGroupLossEndsEveryLock(t *testing.T) {
 	e := newTestEngine(t, drv, func(c *Config) { c.Observer = lostReasons{o, &mu, &reasons} })
 	ctx := context.Background()
 	const ttl = 1500 * time.Millisecond // renewed every 500 ms: the next renewal finds b not held
-	g, err := e.TryAcquireAll(ctx, []driver.AcquireRequest{req("a", ttl), req("b", ttl), req("c", ttl)}, true)
+	g, err := e.AcquireAll(ctx, []driver.AcquireRequest{req("a", ttl), req("b", ttl), req("c", ttl)}, false, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -227,7 +227,7 @@ func TestCloseRacingAcquisitionsKeepsEventOrder(t *testing.T) {
 		for g := range 8 {
 			wg.Go(func() {
 				for i := 0; ; i++ {
-					if _, err := e.TryAcquire(context.Background(), req(fmt.Sprintf("r%d-%d-%d", round, g, i), 30*time.Second), true); err != nil {
+					if _, err := e.Acquire(context.Background(), lockReq(fmt.Sprintf("r%d-%d-%d", round, g, i), 30*time.Second, false, true)); err != nil {
 						return // closed
 					}
 				}

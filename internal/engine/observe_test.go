@@ -22,7 +22,7 @@ func (nopObserver) BackendError(BackendErrorEvent) {}
 func TestObservingWithoutObserverAllocatesNothing(t *testing.T) {
 	e := newTestEngine(t, nil)
 	ctx := context.Background()
-	h, err := e.TryAcquire(ctx, req("k", 30*time.Second), true)
+	h, err := e.Acquire(ctx, lockReq("k", 30*time.Second, false, true))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +55,7 @@ func BenchmarkObserveOverhead(b *testing.B) {
 			ctx := context.Background()
 			b.ReportAllocs()
 			for b.Loop() {
-				h, err := e.TryAcquire(ctx, req("k", 30*time.Second), true)
+				h, err := e.Acquire(ctx, lockReq("k", 30*time.Second, false, true))
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -75,7 +75,7 @@ func TestObserverEventsComeInBatches(t *testing.T) {
 	start := time.Now()
 	const cycles = 500
 	for range cycles {
-		h, err := e.TryAcquire(ctx, req("k", 30*time.Second), true)
+		h, err := e.Acquire(ctx, lockReq("k", 30*time.Second, false, true))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -38,12 +38,6 @@ func (e *Engine) queuer() (driver.Queuer, error) {
 	return q, nil
 }
 
-// SupportsQueue reports whether the driver implements driver.Queuer.
-func (e *Engine) SupportsQueue() bool {
-	_, ok := e.drv.(driver.Queuer)
-	return ok
-}
-
 // queueAttempt is the Attempt of one queued request that does not wait:
 // granted iff nobody waits ahead and it fits the holders.
 func (e *Engine) queueAttempt(req driver.QueueRequest) (Attempt, error) {
@@ -60,9 +54,9 @@ func (e *Engine) queueAttempt(req driver.QueueRequest) (Attempt, error) {
 		}}, nil
 }
 
-// TryAcquireQueued makes one attempt at a queued lease (see
+// tryAcquireQueued makes one attempt at a queued lease (see
 // tryAcquireWith); it never overtakes a waiter.
-func (e *Engine) TryAcquireQueued(ctx context.Context, req driver.QueueRequest, renew bool) (*Hold, error) {
+func (e *Engine) tryAcquireQueued(ctx context.Context, req driver.QueueRequest, renew bool) (*Hold, error) {
 	a, err := e.queueAttempt(req)
 	if err != nil {
 		return nil, err
@@ -70,22 +64,22 @@ func (e *Engine) TryAcquireQueued(ctx context.Context, req driver.QueueRequest, 
 	return e.tryAcquireWith(ctx, a, renew)
 }
 
-// AcquireQueued takes a queued lease in the store's arrival order, waiting
+// acquireQueued takes a queued lease in the store's arrival order, waiting
 // as long as ctx allows. When ctx ends the waiter's place is released in
 // the background at once; if the store granted it meanwhile, that release
 // frees the grant too, for the next waiter.
-func (e *Engine) AcquireQueued(ctx context.Context, req driver.QueueRequest, renew bool) (*Hold, error) {
+func (e *Engine) acquireQueued(ctx context.Context, req driver.QueueRequest, renew bool) (*Hold, error) {
 	defer e.observing()()
 	op := acquireOp{start: e.observeStart()}
 	if e.obs != nil {
 		op.attempts = new(int) // each Enqueue counts as an attempt
 	}
-	h, err := e.acquireQueued(ctx, req, renew, op.attempts)
+	h, err := e.waitQueued(ctx, req, renew, op.attempts)
 	e.doneAcquire(ctx, op, Attempt{Kind: req.Mode.HolderKind(), Key: req.Key}, h, err)
 	return h, err
 }
 
-func (e *Engine) acquireQueued(ctx context.Context, req driver.QueueRequest, renew bool, attempts *int) (*Hold, error) {
+func (e *Engine) waitQueued(ctx context.Context, req driver.QueueRequest, renew bool, attempts *int) (*Hold, error) {
 	q, err := e.queuer()
 	if err != nil {
 		return nil, err

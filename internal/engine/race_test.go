@@ -35,7 +35,7 @@ func TestReleaseRacingCloseLeavesNothingHeld(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		h, err := e.TryAcquire(context.Background(), req("k", time.Minute), true)
+		h, err := e.Acquire(context.Background(), lockReq("k", time.Minute, false, true))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -94,7 +94,7 @@ func TestRenewalDoesNotReviveAHoldErrEnded(t *testing.T) {
 		return nil
 	})
 	const ttl = 300 * time.Millisecond
-	h, err := e.TryAcquire(context.Background(), req("k", ttl), true)
+	h, err := e.Acquire(context.Background(), lockReq("k", ttl, false, true))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +119,7 @@ func TestCloseReleasesSurviveLateAdds(t *testing.T) {
 	}
 	const n = maxQueuedReleases + 100
 	for i := range n {
-		if _, err := e.TryAcquire(context.Background(), req(keyN(i), time.Minute), false); err != nil {
+		if _, err := e.Acquire(context.Background(), lockReq(keyN(i), time.Minute, false, false)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -133,7 +133,7 @@ func TestCloseReleasesSurviveLateAdds(t *testing.T) {
 	})
 	inflight := make(chan error, 1)
 	go func() {
-		_, err := e.TryAcquire(context.Background(), req("other", time.Minute), false)
+		_, err := e.Acquire(context.Background(), lockReq("other", time.Minute, false, false))
 		inflight <- err
 	}()
 	<-g.entered
@@ -170,7 +170,7 @@ func TestConsumedWakeUpIsPassedOn(t *testing.T) {
 	hd := &notifyHook{Driver: mem}
 	e := newTestEngine(t, hd)
 	other := newTestEngine(t, mem.Connect())
-	h, err := other.TryAcquire(context.Background(), req("k", time.Minute), true)
+	h, err := other.Acquire(context.Background(), lockReq("k", time.Minute, false, true))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,13 +185,13 @@ func TestConsumedWakeUpIsPassedOn(t *testing.T) {
 	ctx1, cancel1 := context.WithCancel(context.Background())
 	defer cancel1()
 	first := make(chan error, 1)
-	go func() { _, err := e.Acquire(ctx1, req("k", time.Second), true); first <- err }()
+	go func() { _, err := e.Acquire(ctx1, lockReq("k", time.Second, true, true)); first <- err }()
 	eventually(t, 5*time.Second, "first waiter queued", func() bool { return waiters() == 1 })
 	second := make(chan error, 1)
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		h2, err := e.Acquire(ctx, req("k", time.Second), true)
+		h2, err := e.Acquire(ctx, lockReq("k", time.Second, true, true))
 		if h2 != nil {
 			_ = e.Release(context.Background(), h2)
 		}

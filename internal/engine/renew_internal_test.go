@@ -18,7 +18,7 @@ func TestShortLeasesDoNotWakeTheRenewerEachTime(t *testing.T) {
 	before := e.renewer.wakeups.Load()
 	const cycles = 2000
 	for range cycles {
-		h, err := e.TryAcquire(ctx, req("k", 30*time.Second), true)
+		h, err := e.Acquire(ctx, lockReq("k", 30*time.Second, false, true))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -40,7 +40,7 @@ func BenchmarkEngineOverhead(b *testing.B) {
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
-		h, err := e.TryAcquire(ctx, req("k", 30*time.Second), true)
+		h, err := e.Acquire(ctx, lockReq("k", 30*time.Second, false, true))
 		if err != nil {
 			b.Fatal(err)
 		}

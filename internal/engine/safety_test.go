@@ -58,7 +58,7 @@ func (g *gate) fault(_ context.Context, op string) error {
 func TestErrReportsLossAtDeadlineWithoutTheLoop(t *testing.T) {
 	clk := newFakeClock()
 	e := newTestEngine(t, nil, func(c *Config) { c.Now = clk.now })
-	h, err := e.TryAcquire(context.Background(), req("k", time.Minute), false)
+	h, err := e.Acquire(context.Background(), lockReq("k", time.Minute, false, false))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +99,7 @@ func TestBlockingLoggerDoesNotDelayExpiry(t *testing.T) {
 	defer close(bh.Release)
 	e := newTestEngine(t, drv, func(c *Config) { c.Logger = slog.New(bh) })
 	const ttl = 150 * time.Millisecond
-	h, err := e.TryAcquire(context.Background(), req("k", ttl), true)
+	h, err := e.Acquire(context.Background(), lockReq("k", ttl, false, true))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +123,7 @@ func TestCloseEndsLeasesBeforeWaitingForRenewals(t *testing.T) {
 	// Long enough that the lease cannot reach its deadline (and end as
 	// lost) before Close ends it, however loaded the machine.
 	const ttl = 600 * time.Millisecond
-	h, err := e.TryAcquire(context.Background(), req("k", ttl), true)
+	h, err := e.Acquire(context.Background(), lockReq("k", ttl, false, true))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +160,7 @@ func TestCloseReleasesAnAcquisitionInFlight(t *testing.T) {
 	}
 	locked := make(chan error, 1)
 	go func() {
-		_, err := e.Acquire(context.Background(), req("k", time.Minute), true)
+		_, err := e.Acquire(context.Background(), lockReq("k", time.Minute, true, true))
 		locked <- err
 	}()
 	<-g.entered
@@ -190,7 +190,7 @@ func TestContextBoundsCallsOfStubbornDrivers(t *testing.T) {
 	defer cancel()
 	errc := make(chan error, 1)
 	go func() {
-		_, err := e.Acquire(ctx, req("k", time.Minute), true)
+		_, err := e.Acquire(ctx, lockReq("k", time.Minute, true, true))
 		errc <- err
 	}()
 	<-g.entered
@@ -214,7 +214,7 @@ func TestContextBoundsCallsOfStubbornDrivers(t *testing.T) {
 func TestUnlockWithDoneContextReleasesInBackground(t *testing.T) {
 	drv := memdriver.New()
 	e := newTestEngine(t, drv)
-	h, err := e.TryAcquire(context.Background(), req("k", time.Minute), true)
+	h, err := e.Acquire(context.Background(), lockReq("k", time.Minute, false, true))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,7 +246,7 @@ func TestBackgroundReleasesAreBatched(t *testing.T) {
 	// by it.
 	const n = maxQueuedReleases + 1000
 	for i := range n {
-		if _, err := e.TryAcquire(context.Background(), req(keyN(i), time.Minute), true); err != nil {
+		if _, err := e.Acquire(context.Background(), lockReq(keyN(i), time.Minute, false, true)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -279,7 +279,7 @@ func TestFailedAcquisitionsDoNotLeaveGoroutines(t *testing.T) {
 	e := newTestEngine(t, drv)
 	before := runtime.NumGoroutine()
 	for i := range 1000 {
-		if _, err := e.TryAcquire(context.Background(), req(keyN(i), time.Minute), true); !errors.Is(err, ErrBackend) {
+		if _, err := e.Acquire(context.Background(), lockReq(keyN(i), time.Minute, false, true)); !errors.Is(err, ErrBackend) {
 			t.Fatalf("TryAcquire = %v, want ErrBackend", err)
 		}
 	}
@@ -294,7 +294,7 @@ func TestWaiterRetriesPromptlyWhenTheLockIsAboutToExpire(t *testing.T) {
 	mem := memdriver.New()
 	e := newTestEngine(t, &expiringNow{Driver: mem})
 	start := time.Now()
-	h, err := e.Acquire(context.Background(), req("k", time.Minute), true)
+	h, err := e.Acquire(context.Background(), lockReq("k", time.Minute, true, true))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -325,7 +325,7 @@ func keyN(i int) string { return "k" + strconv.Itoa(i) }
 func TestReleasePastDeadlineIsNotHeld(t *testing.T) {
 	clk := newFakeClock()
 	e := newTestEngine(t, nil, func(c *Config) { c.Now = clk.now })
-	h, err := e.TryAcquire(context.Background(), req("k", time.Minute), false)
+	h, err := e.Acquire(context.Background(), lockReq("k", time.Minute, false, false))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -343,7 +343,7 @@ func TestReleaseWithNilContext(t *testing.T) {
 	drv := memdriver.New()
 	e := newTestEngine(t, drv)
 	ctx := context.Background()
-	h, err := e.TryAcquire(ctx, req("k", time.Minute), true)
+	h, err := e.Acquire(ctx, lockReq("k", time.Minute, false, true))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -352,7 +352,7 @@ func TestReleaseWithNilContext(t *testing.T) {
 		t.Fatalf("Release(nil) = %v, want ErrInvalid", err)
 	}
 	eventually(t, 5*time.Second, "key freed in the background", func() bool { return !held(t, drv, "k") })
-	h2, err := e.TryAcquire(ctx, req("k2", time.Minute), true)
+	h2, err := e.Acquire(ctx, lockReq("k2", time.Minute, false, true))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -394,13 +394,13 @@ func TestWaitHonoursContextWhileSubscribing(t *testing.T) {
 	open := make(chan struct{})
 	e := newTestEngine(t, stuckWatch{stubborn{mem}, open})
 	defer close(open) // before Close, which waits for the abandoned Add
-	if _, err := e.TryAcquire(context.Background(), req("k", time.Minute), true); err != nil {
+	if _, err := e.Acquire(context.Background(), lockReq("k", time.Minute, false, true)); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	_, err := e.Acquire(ctx, req("k", time.Minute), true)
+	_, err := e.Acquire(ctx, lockReq("k", time.Minute, true, true))
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Acquire = %v, want context.DeadlineExceeded", err)
 	}

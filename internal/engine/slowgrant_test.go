@@ -68,7 +68,7 @@ func checkFresh(t *testing.T, e *Engine, deadline time.Time) {
 func TestSlowGrantIsAskedAgain(t *testing.T) {
 	drv := &slowReplies{Driver: memdriver.New(), lateness: sleeps(400 * time.Millisecond)}
 	e := newTestEngine(t, drv)
-	h, err := e.AcquireQueued(context.Background(), driver.QueueRequest{Key: "k", TTL: slowTTL, Mode: driver.ModeExclusive}, true)
+	h, err := e.Acquire(context.Background(), Request{Queued: true, Key: "k", TTL: slowTTL, Mode: driver.ModeExclusive, Wait: true, Renew: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +84,7 @@ func TestSlowGrantIsAskedAgain(t *testing.T) {
 func TestSlowPlainGrantIsRenewedFirst(t *testing.T) {
 	drv := &slowReplies{Driver: memdriver.New(), lateness: sleeps(400 * time.Millisecond)}
 	e := newTestEngine(t, drv)
-	h, err := e.Acquire(context.Background(), req("k", slowTTL), true)
+	h, err := e.Acquire(context.Background(), lockReq("k", slowTTL, true, true))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +110,7 @@ func TestSlowPlainGrantFoundGoneIsRetried(t *testing.T) {
 		time.Sleep(400 * time.Millisecond)
 	}
 	e := newTestEngine(t, drv)
-	h, err := e.Acquire(context.Background(), req("k", slowTTL), true)
+	h, err := e.Acquire(context.Background(), lockReq("k", slowTTL, true, true))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +128,7 @@ func TestSlowPlainGrantFoundGoneIsRetried(t *testing.T) {
 func TestSlowGroupGrantIsRenewedFirst(t *testing.T) {
 	drv := &slowReplies{Driver: memdriver.New(), lateness: sleeps(400 * time.Millisecond)}
 	e := newTestEngine(t, drv)
-	g, err := e.AcquireAll(context.Background(), []driver.AcquireRequest{req("a", slowTTL), req("b", slowTTL)}, true)
+	g, err := e.AcquireAll(context.Background(), []driver.AcquireRequest{req("a", slowTTL), req("b", slowTTL)}, true, true)
 	if err != nil {
 		t.Fatal(err)
 	}
