@@ -11,8 +11,8 @@ import (
 	"github.com/dlockio/dlock/internal/testkit/pgserver"
 	"github.com/dlockio/dlock/internal/testkit/redisserver"
 	"github.com/dlockio/dlock/once"
+	"github.com/dlockio/dlock/once/sqlonce"
 	"github.com/dlockio/dlock/redisdriver"
-	"github.com/dlockio/dlock/sqlstore/sqlonce"
 )
 
 // benchSetup returns a Processor with locks on a real redis-server and

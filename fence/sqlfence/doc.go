@@ -25,4 +25,8 @@
 // The guard protects only the writes made in a transaction that called
 // Advance (or ran through InTx) for the same resource; a write that skips it
 // is not fenced.
+//
+// sqlfence is a module of its own, github.com/dlockio/dlock/fence/sqlfence,
+// so that pgx, the driver its tests and examples run on, stays out of
+// the root module's dependencies.
 package sqlfence

@@ -11,7 +11,7 @@ import (
 	"github.com/dlockio/dlock/internal/testkit/pgserver"
 	"github.com/dlockio/dlock/internal/testkit/redisserver"
 	"github.com/dlockio/dlock/internal/testkit/workerproc"
-	"github.com/dlockio/dlock/sqlstore/sqlonce"
+	"github.com/dlockio/dlock/once/sqlonce"
 )
 
 // The fault tests run worker processes (this test binary, re-executed)

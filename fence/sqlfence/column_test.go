@@ -7,7 +7,7 @@ import (
 
 	"github.com/dlockio/dlock"
 	"github.com/dlockio/dlock/fence"
-	"github.com/dlockio/dlock/sqlstore/sqlfence"
+	"github.com/dlockio/dlock/fence/sqlfence"
 )
 
 var orders = sqlfence.Column{Table: "orders", Key: "id", Token: "fence_token"}

@@ -1,4 +1,4 @@
-module github.com/dlockio/dlock/sqlstore
+module github.com/dlockio/dlock/fence/sqlfence
 
 go 1.26
 
@@ -20,4 +20,4 @@ require (
 	golang.org/x/text v0.41.0 // indirect
 )
 
-replace github.com/dlockio/dlock => ../
+replace github.com/dlockio/dlock => ../..

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dlockio/dlock/fence/sqlfence"
 	"github.com/dlockio/dlock/internal/testkit/pgserver"
-	"github.com/dlockio/dlock/sqlstore/sqlfence"
 )
 
 // testDB starts a PostgreSQL server with the side table and an orders table

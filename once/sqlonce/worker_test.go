@@ -16,8 +16,8 @@ import (
 	"github.com/dlockio/dlock"
 	"github.com/dlockio/dlock/internal/testkit/workerproc"
 	"github.com/dlockio/dlock/once"
+	"github.com/dlockio/dlock/once/sqlonce"
 	"github.com/dlockio/dlock/redisdriver"
-	"github.com/dlockio/dlock/sqlstore/sqlonce"
 	_ "github.com/jackc/pgx/v5/stdlib"
 )
 

@@ -7,7 +7,7 @@ import (
 
 	"github.com/dlockio/dlock"
 	"github.com/dlockio/dlock/fence"
-	"github.com/dlockio/dlock/sqlstore/sqlfence"
+	"github.com/dlockio/dlock/fence/sqlfence"
 )
 
 // The three-line use: the order's update commits only if no newer holder of

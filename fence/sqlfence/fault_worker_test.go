@@ -13,9 +13,9 @@ import (
 
 	"github.com/dlockio/dlock"
 	"github.com/dlockio/dlock/fence"
+	"github.com/dlockio/dlock/fence/sqlfence"
 	"github.com/dlockio/dlock/internal/testkit/workerproc"
 	"github.com/dlockio/dlock/redisdriver"
-	"github.com/dlockio/dlock/sqlstore/sqlfence"
 	_ "github.com/jackc/pgx/v5/stdlib"
 )
 

@@ -10,7 +10,7 @@ import (
 	"github.com/dlockio/dlock/internal/testkit/pgserver"
 	"github.com/dlockio/dlock/once"
 	"github.com/dlockio/dlock/once/oncetest"
-	"github.com/dlockio/dlock/sqlstore/sqlonce"
+	"github.com/dlockio/dlock/once/sqlonce"
 )
 
 // The suite against a real PostgreSQL, killed (SIGKILL) and restarted once.

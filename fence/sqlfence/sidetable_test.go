@@ -10,7 +10,7 @@ import (
 
 	"github.com/dlockio/dlock"
 	"github.com/dlockio/dlock/fence"
-	"github.com/dlockio/dlock/sqlstore/sqlfence"
+	"github.com/dlockio/dlock/fence/sqlfence"
 )
 
 func TestAdvance(t *testing.T) {

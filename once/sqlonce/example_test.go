@@ -7,7 +7,7 @@ import (
 
 	"github.com/dlockio/dlock"
 	"github.com/dlockio/dlock/once"
-	"github.com/dlockio/dlock/sqlstore/sqlonce"
+	"github.com/dlockio/dlock/once/sqlonce"
 )
 
 // Ship an order exactly once: the shipment row and the completion of the

@@ -7,6 +7,10 @@
 // in the caller's transaction, so the work's own writes and the completion
 // commit together or not at all — exactly once for side effects in the same
 // database, even when the worker dies or is paused between them.
+//
+// sqlonce is a module of its own, github.com/dlockio/dlock/once/sqlonce,
+// so that pgx, the driver its tests and examples run on, stays out of
+// the root module's dependencies.
 package sqlonce
 
 import (

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/dlockio/dlock"
-	"github.com/dlockio/dlock/sqlstore/sqlfence"
+	"github.com/dlockio/dlock/fence/sqlfence"
 )
 
 // A nil ctx or a nil database, transaction or connection is refused with

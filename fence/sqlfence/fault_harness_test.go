@@ -6,10 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dlockio/dlock/fence/sqlfence"
 	"github.com/dlockio/dlock/internal/testkit/pgserver"
 	"github.com/dlockio/dlock/internal/testkit/redisserver"
 	"github.com/dlockio/dlock/internal/testkit/workerproc"
-	"github.com/dlockio/dlock/sqlstore/sqlfence"
 )
 
 // faultRun is one fault scenario: worker processes incrementing a counter
