@@ -1,6 +1,9 @@
 package driver
 
-import "strconv"
+import (
+	"fmt"
+	"strconv"
+)
 
 // Kind says which primitive a lease belongs to, so that one batched Renew
 // or Release call can carry the leases of every primitive a Client holds.
@@ -34,4 +37,16 @@ func (k Kind) String() string {
 		return "permit"
 	}
 	return "kind(" + strconv.Itoa(int(k)) + ")"
+}
+
+// Check returns an error matching ErrInvalid if k is none of the kinds
+// above. Drivers call it on every Renew and Release request, so that a
+// request the engine could not have sent fails loudly instead of being
+// taken for some other primitive's lease. A driver that implements only
+// some of the kinds rejects the others itself.
+func (k Kind) Check() error {
+	if k > KindPermit {
+		return fmt.Errorf("%w: no %v leases", ErrInvalid, k)
+	}
+	return nil
 }

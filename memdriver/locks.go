@@ -59,7 +59,7 @@ func (d *Driver) Release(ctx context.Context, reqs []driver.ReleaseRequest) ([]d
 		return nil, err
 	}
 	for _, r := range reqs {
-		if err := checkKind(r.Kind); err != nil {
+		if err := r.Kind.Check(); err != nil {
 			return nil, err
 		}
 		if err := checkKeyID(r.Key, r.ID); err != nil {
@@ -101,7 +101,7 @@ func (d *Driver) Renew(ctx context.Context, reqs []driver.RenewRequest) ([]bool,
 		return nil, err
 	}
 	for _, r := range reqs {
-		if err := checkKind(r.Kind); err != nil {
+		if err := r.Kind.Check(); err != nil {
 			return nil, err
 		}
 		if err := d.s.checkLease(r.Key, r.ID, r.TTL); err != nil {
@@ -196,14 +196,6 @@ func (l lockState) info(key string, now time.Time) driver.LockInfo {
 func checkKey(key string) error {
 	if key == "" {
 		return fmt.Errorf("%w: empty key", driver.ErrInvalid)
-	}
-	return nil
-}
-
-// checkKind rejects leases of primitives this driver does not implement.
-func checkKind(k driver.Kind) error {
-	if k > driver.KindPermit {
-		return fmt.Errorf("%w: memdriver: no %v leases", driver.ErrInvalid, k)
 	}
 	return nil
 }

@@ -151,15 +151,16 @@ func (d *Driver) CheckKey(key string) error {
 	return nil
 }
 
-// checkID rejects owner ids the lock value format cannot carry.
-// checkKind rejects leases of primitives this driver does not implement.
-func checkKind(k driver.Kind) error {
-	if k > driver.KindPermit {
-		return fmt.Errorf("%w: redisdriver: no %v leases", driver.ErrInvalid, k)
+// checkLease rejects a Renew or Release request of a lease this driver
+// cannot name: an unknown kind or an id checkID refuses.
+func checkLease(k driver.Kind, id string) error {
+	if err := k.Check(); err != nil {
+		return err
 	}
-	return nil
+	return checkID(id)
 }
 
+// checkID rejects owner ids the lock value format cannot carry.
 func checkID(id string) error {
 	// '#' starts the queue's own members and counters (queue_lib.lua).
 	if id == "" || strings.Contains(id, sep) || strings.HasPrefix(id, "#") {

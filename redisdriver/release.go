@@ -17,10 +17,7 @@ func (d *Driver) Release(ctx context.Context, reqs []driver.ReleaseRequest) ([]d
 		return nil, nil
 	}
 	for _, r := range reqs {
-		if err := checkKind(r.Kind); err != nil {
-			return nil, err
-		}
-		if err := checkID(r.ID); err != nil {
+		if err := checkLease(r.Kind, r.ID); err != nil {
 			return nil, err
 		}
 	}

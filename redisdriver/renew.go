@@ -15,10 +15,7 @@ func (d *Driver) Renew(ctx context.Context, reqs []driver.RenewRequest) ([]bool,
 		return nil, nil
 	}
 	for _, r := range reqs {
-		if err := checkKind(r.Kind); err != nil {
-			return nil, err
-		}
-		if err := checkID(r.ID); err != nil {
+		if err := checkLease(r.Kind, r.ID); err != nil {
 			return nil, err
 		}
 		if err := checkTTL(r.TTL); err != nil {
