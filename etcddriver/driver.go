@@ -144,12 +144,13 @@ func (d *Driver) callCtx(ctx context.Context) (context.Context, context.CancelFu
 	return context.WithTimeout(ctx, d.timeout)
 }
 
-// checkKind rejects lease kinds that do not exist.
-func checkKind(k driver.Kind) error {
-	if k > driver.KindPermit {
-		return fmt.Errorf("%w: etcddriver: no %v leases", driver.ErrInvalid, k)
+// checkLease rejects a Renew or Release request of a lease this driver
+// cannot name: an unknown kind or an id checkID refuses.
+func checkLease(k driver.Kind, id string) error {
+	if err := k.Check(); err != nil {
+		return err
 	}
-	return nil
+	return checkID(id)
 }
 
 // checkID rejects owner ids the lock value format cannot carry: the value

@@ -9,57 +9,24 @@ import (
 
 // Renew implements driver.Driver. Exclusive locks (KindLock, plain or
 // granted by the queue: the same key) go in one batch (see renewLocks);
-// queued leases one by one: a reader's or permit's is a read and a
+// queued leases one by one (see byKind): a reader's or permit's is a read and a
 // keep-alive of its lease; a waiter's place first settles the queue (a
 // grant that an expiry allows happens then), and is kept alive only if it
 // still waits.
 func (d *Driver) Renew(ctx context.Context, reqs []driver.RenewRequest) ([]bool, error) {
 	for _, r := range reqs {
-		if err := checkKind(r.Kind); err != nil {
-			return nil, err
-		}
-		if err := checkID(r.ID); err != nil {
+		if err := checkLease(r.Kind, r.ID); err != nil {
 			return nil, err
 		}
 		if _, err := ttlSeconds(r.TTL); err != nil {
 			return nil, err
 		}
 	}
-	var locks []driver.RenewRequest
-	var lockIdx []int
-	held := make([]bool, len(reqs))
-	for i, r := range reqs {
-		if r.Kind == driver.KindLock {
-			locks, lockIdx = append(locks, r), append(lockIdx, i)
-		}
-	}
-	if len(locks) > 0 {
-		ok, err := d.renewLocks(ctx, locks)
-		if err != nil {
-			return nil, err
-		}
-		for j, i := range lockIdx {
-			held[i] = ok[j]
-		}
-	}
-	if len(locks) == len(reqs) {
-		return held, nil
-	}
-	ctx, cancel := d.callCtx(ctx)
-	defer cancel()
-	for i, r := range reqs {
-		if r.Kind == driver.KindLock {
-			continue
-		}
-		ok, err := d.renewQueued(ctx, r)
-		if err != nil {
-			return nil, err
-		}
-		held[i] = ok
-	}
-	return held, nil
+	return byKind(ctx, d, reqs, func(r driver.RenewRequest) driver.Kind { return r.Kind }, d.renewLocks, d.renewQueued)
 }
 
+// renewQueued renews one reader, permit or waiter's place, as Renew
+// describes.
 func (d *Driver) renewQueued(ctx context.Context, r driver.RenewRequest) (bool, error) {
 	ttl, _ := ttlSeconds(r.TTL)
 	var lease clientv3.LeaseID
@@ -93,49 +60,15 @@ func (d *Driver) renewQueued(ctx context.Context, r driver.RenewRequest) (bool, 
 
 // Release implements driver.Driver. Exclusive locks (KindLock) go in one
 // batch (see releaseLocks), which hands each name off to its queue;
-// queued leases one by one, each followed by the step of its queue.
+// queued leases one by one (see byKind), each followed by the step of its
+// queue.
 func (d *Driver) Release(ctx context.Context, reqs []driver.ReleaseRequest) ([]driver.ReleaseResult, error) {
 	for _, r := range reqs {
-		if err := checkKind(r.Kind); err != nil {
-			return nil, err
-		}
-		if err := checkID(r.ID); err != nil {
+		if err := checkLease(r.Kind, r.ID); err != nil {
 			return nil, err
 		}
 	}
-	var locks []driver.ReleaseRequest
-	var lockIdx []int
-	results := make([]driver.ReleaseResult, len(reqs))
-	for i, r := range reqs {
-		if r.Kind == driver.KindLock {
-			locks, lockIdx = append(locks, r), append(lockIdx, i)
-		}
-	}
-	if len(locks) > 0 {
-		res, err := d.releaseLocks(ctx, locks)
-		if err != nil {
-			return nil, err
-		}
-		for j, i := range lockIdx {
-			results[i] = res[j]
-		}
-	}
-	if len(locks) == len(reqs) {
-		return results, nil
-	}
-	ctx, cancel := d.callCtx(ctx)
-	defer cancel()
-	for i, r := range reqs {
-		if r.Kind == driver.KindLock {
-			continue
-		}
-		res, err := d.releaseQueued(ctx, r)
-		if err != nil {
-			return nil, err
-		}
-		results[i] = res
-	}
-	return results, nil
+	return byKind(ctx, d, reqs, func(r driver.ReleaseRequest) driver.Kind { return r.Kind }, d.releaseLocks, d.releaseQueued)
 }
 
 // releaseQueued releases one reader, permit or waiter's place. A waiter

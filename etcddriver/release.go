@@ -10,25 +10,17 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// releaseLocks releases exclusive locks (KindLock). Each request is a nested Txn: if the
-// key's value belongs to the request's id, delete it and write the release
-// marker; else read the marker, which tells a retry of our own release
+// releaseLocks releases exclusive locks (KindLock). Each request is a
+// nested Txn: if the key's value belongs to the request's id, delete it and
+// write the release marker; else read the marker, which tells a retry of our own release
 // (AlreadyReleased) from a lock that was lost (NotHeld). All of a batch's
 // requests go in one outer Txn — one Raft entry — except that a key
 // appearing twice goes in a later Txn (etcd refuses a Txn writing one key
-// twice).
+// twice). The callers have checked the requests.
 func (d *Driver) releaseLocks(ctx context.Context, reqs []driver.ReleaseRequest) ([]driver.ReleaseResult, error) {
 	results := make([]driver.ReleaseResult, len(reqs))
 	if len(reqs) == 0 {
 		return results, nil
-	}
-	for _, r := range reqs {
-		if err := checkKind(r.Kind); err != nil {
-			return nil, err
-		}
-		if err := checkID(r.ID); err != nil {
-			return nil, err
-		}
 	}
 	ctx, cancel := d.callCtx(ctx)
 	defer cancel()

@@ -9,12 +9,13 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// renewLocks renews exclusive locks (KindLock) in two round trips, neither of which
-// writes through Raft: one read-only Txn reads every key of the batch (a
-// lock whose key is gone or belongs to another id is not held), then one
-// LeaseKeepAliveOnce per distinct lease among the held keys goes out, all
-// at once. The engine's validity deadline counts from before this call,
-// so from before the keep-alives were sent.
+// renewLocks renews exclusive locks (KindLock) in two round trips, neither
+// of which writes through Raft: one read-only Txn reads every key of the
+// batch (a lock whose key is gone or belongs to another id is not held),
+// then one LeaseKeepAliveOnce per distinct lease among the held keys goes
+// out, all at once. The engine's validity deadline counts from before this
+// call, so from before the keep-alives were sent. The caller has checked
+// the requests.
 //
 // A renewal asking for another TTL than the lock was taken with (the
 // engine never does; the conformance suite does) moves the key to the
@@ -27,12 +28,6 @@ func (d *Driver) renewLocks(ctx context.Context, reqs []driver.RenewRequest) ([]
 	}
 	ttls := make([]int64, len(reqs))
 	for i, r := range reqs {
-		if err := checkKind(r.Kind); err != nil {
-			return nil, err
-		}
-		if err := checkID(r.ID); err != nil {
-			return nil, err
-		}
 		ttl, err := ttlSeconds(r.TTL)
 		if err != nil {
 			return nil, err
@@ -41,30 +36,9 @@ func (d *Driver) renewLocks(ctx context.Context, reqs []driver.RenewRequest) ([]
 	}
 	ctx, cancel := d.callCtx(ctx)
 	defer cancel()
-	ops := make([]clientv3.Op, len(reqs))
-	for i, r := range reqs {
-		ops[i] = clientv3.OpGet(d.lockKey(r.Key))
-	}
-	resp, err := d.cli.Txn(ctx).Then(ops...).Commit()
+	owned, err := d.readOwned(ctx, reqs)
 	if err != nil {
 		return nil, err
-	}
-	byLease := make(map[clientv3.LeaseID][]int) // held candidates by lease
-	var moves []int
-	values := make([][]byte, len(reqs))
-	for i, r := range reqs {
-		kvs := resp.Responses[i].GetResponseRange().Kvs
-		if len(kvs) != 1 || !ownedBy(kvs[0].Value, r.ID) {
-			continue
-		}
-		values[i] = kvs[0].Value
-		v, err := decodeValue(kvs[0].Value)
-		if err == nil && v.ttl != r.TTL {
-			moves = append(moves, i)
-			continue
-		}
-		id := clientv3.LeaseID(kvs[0].Lease)
-		byLease[id] = append(byLease[id], i)
 	}
 
 	var mu sync.Mutex
@@ -77,7 +51,7 @@ func (d *Driver) renewLocks(ctx context.Context, reqs []driver.RenewRequest) ([]
 		mu.Unlock()
 	}
 	var wg sync.WaitGroup
-	for id, idx := range byLease {
+	for id, idx := range owned.byLease {
 		wg.Go(func() {
 			ok, err := d.leases.keepAlive(ctx, id, ttls[idx[0]])
 			if err != nil {
@@ -89,9 +63,9 @@ func (d *Driver) renewLocks(ctx context.Context, reqs []driver.RenewRequest) ([]
 			}
 		})
 	}
-	if len(moves) > 0 {
+	if len(owned.moves) > 0 {
 		wg.Go(func() {
-			if err := d.move(ctx, reqs, ttls, values, moves, held); err != nil {
+			if err := d.move(ctx, reqs, ttls, owned.values, owned.moves, held); err != nil {
 				fail(err)
 			}
 		})
@@ -101,6 +75,44 @@ func (d *Driver) renewLocks(ctx context.Context, reqs []driver.RenewRequest) ([]
 		return nil, firstErr
 	}
 	return held, nil
+}
+
+// ownedLocks is what readOwned found of a batch of renewals, by request
+// index: the locks still owned by their request's id, to keep alive by
+// lease or, asking for another TTL, to move to another lease.
+type ownedLocks struct {
+	byLease map[clientv3.LeaseID][]int // owned, with the TTL they were taken with
+	moves   []int                      // owned, asking for another TTL
+	values  [][]byte                   // the owned locks' values as read
+}
+
+// readOwned reads the lock keys of reqs in one read-only Txn and sorts
+// the ones still owned by their request's id.
+func (d *Driver) readOwned(ctx context.Context, reqs []driver.RenewRequest) (ownedLocks, error) {
+	ops := make([]clientv3.Op, len(reqs))
+	for i, r := range reqs {
+		ops[i] = clientv3.OpGet(d.lockKey(r.Key))
+	}
+	resp, err := d.cli.Txn(ctx).Then(ops...).Commit()
+	if err != nil {
+		return ownedLocks{}, err
+	}
+	o := ownedLocks{byLease: make(map[clientv3.LeaseID][]int), values: make([][]byte, len(reqs))}
+	for i, r := range reqs {
+		kvs := resp.Responses[i].GetResponseRange().Kvs
+		if len(kvs) != 1 || !ownedBy(kvs[0].Value, r.ID) {
+			continue
+		}
+		o.values[i] = kvs[0].Value
+		v, err := decodeValue(kvs[0].Value)
+		if err == nil && v.ttl != r.TTL {
+			o.moves = append(o.moves, i)
+			continue
+		}
+		id := clientv3.LeaseID(kvs[0].Lease)
+		o.byLease[id] = append(o.byLease[id], i)
+	}
+	return o, nil
 }
 
 // move re-attaches the keys of reqs[moves] to the pool's lease for their
