@@ -12,12 +12,18 @@
 //		return guard.Apply(ctx, "order:42", tok, func(ctx context.Context) error { return save(ctx, order) })
 //	})
 //
-// Guards for the resources people protect live in their own packages:
-// redisfence (fenced SET, HSET, INCRBY, DEL on Redis, one script each) and
-// sqlfence in the sqlstore module (a guarded write in the caller's SQL
-// transaction). Memory is a Guard for tests and for resources that live in
-// one process. Any other resource implements Guard, or returns a
-// StaleTokenError (made with Stale) from its own write path.
+// Guards, one per kind of resource, each under this package's directory:
+//
+//   - Memory (this package, NewMemory): for tests and for resources that
+//     live in one process.
+//   - package redisfence, github.com/dlockio/dlock/fence/redisfence (in
+//     this module): fenced SET, HSET, INCRBY, DEL on Redis, one script each.
+//   - package sqlfence, module github.com/dlockio/dlock/fence/sqlfence (a
+//     module of its own, so that pgx stays out of this one): a guarded
+//     write in the caller's SQL transaction.
+//
+// Any other resource implements Guard, or returns a StaleTokenError (made
+// with Stale) from its own write path.
 //
 // A fence only protects the writes that go through it; a token equal to the
 // highest seen is accepted (the same holder writing twice), and nothing here

@@ -20,8 +20,14 @@
 //   - A failed record (the function returned an error) is retried by the
 //     next delivery of the same payload.
 //
-// Stores: NewMemStore (in memory, for tests), package redisonce (Redis) and
-// package sqlonce of module github.com/dlockio/dlock/sqlstore (PostgreSQL).
+// Stores, each under this package's directory:
+//
+//   - MemStore (this package, NewMemStore): in memory, for tests.
+//   - package redisonce, github.com/dlockio/dlock/once/redisonce (in this
+//     module): Redis.
+//   - package sqlonce, module github.com/dlockio/dlock/once/sqlonce (a
+//     module of its own, so that pgx stays out of this one): PostgreSQL.
+//
 // They pass the same conformance suite, package oncetest.
 //
 // What "exactly once" covers: the record and the stored result. A side
