@@ -118,7 +118,7 @@ func (c *Client) lock(ctx context.Context, key string, opts []LockOption, try bo
 	if err != nil {
 		return nil, err
 	}
-	if err := c.refuseNested(ctx, key, modeExclusive); err != nil {
+	if err := c.refuseNested(ctx, key, driver.ModeExclusive); err != nil {
 		return nil, err
 	}
 	if lc.fifo == fifoOn && !c.queues {

@@ -2,7 +2,6 @@ package dlock
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/dlockio/dlock/driver"
 	"github.com/dlockio/dlock/internal/engine"
@@ -66,13 +65,10 @@ func (c *Client) queued(lc lockConfig, try bool) bool {
 }
 
 // acquireFIFO acquires req through the store's queue: waiting its turn,
-// or with try granted iff nobody waits and the key is free.
+// or with try granted iff nobody waits and the key is free. Only called
+// when queued said so, which lock checked against the driver.
 func (c *Client) acquireFIFO(ctx context.Context, req driver.AcquireRequest, lc lockConfig, try bool) (*engine.Hold, error) {
-	if !c.queues {
-		return nil, fmt.Errorf("%w: FIFO lock of %q: the driver has no queued leases", ErrUnsupported, req.Key)
-	}
-	h, err := c.e.Acquire(ctx, engine.Request{Key: req.Key, TTL: req.TTL, Owner: req.Owner, Queued: true,
-		Mode: driver.ModeExclusive, MaxWaiters: c.maxWaiters(lc), Wait: !try, Renew: lc.watchdog})
+	h, err := c.e.Acquire(ctx, c.queuedRequest(req, driver.ModeExclusive, 0, lc, !try))
 	if try {
 		return h, err
 	}

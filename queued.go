@@ -6,38 +6,29 @@ import (
 	"fmt"
 
 	"github.com/dlockio/dlock/driver"
+	"github.com/dlockio/dlock/internal/engine"
 )
 
 // The read-write lock and the semaphore are one mechanism in the store: a
 // queue per name, holders each with its own lease, in a mode. This file
 // turns their calls into queued acquisitions through the engine.
 
-// mode is what a queued acquisition asks for.
-type mode uint8
-
-const (
-	modeExclusive mode = iota + 1 // a write lease of a read-write lock, or the plain lock
-	modeShared                    // a read lease
-	modePermit                    // one of limit permits
-)
-
-func (m mode) String() string {
+// modeName names a queued acquisition of mode m in errors.
+func modeName(m driver.Mode) string {
 	switch m {
-	case modeExclusive:
-		return "write lock"
-	case modeShared:
+	case driver.ModeShared:
 		return "read lock"
-	case modePermit:
+	case driver.ModePermit:
 		return "permit"
 	}
-	return "mode?"
+	return "write lock"
 }
 
 // queued is one queued acquisition call.
 type queued struct {
 	name  string
-	mode  mode
-	limit int  // permits, for modePermit
+	mode  driver.Mode
+	limit int  // permits, for ModePermit
 	wait  bool // wait for a turn; else one attempt
 }
 
@@ -55,17 +46,17 @@ type queued struct {
 
 // refuseNested returns the error of the table above for a request of key
 // in mode m under ctx, or nil when it may nest or proceed.
-func (c *Client) refuseNested(ctx context.Context, key string, m mode) error {
+func (c *Client) refuseNested(ctx context.Context, key string, m driver.Mode) error {
 	enc, h := c.enclosing(marks(ctx), key)
 	if enc == nil {
 		return nil
 	}
 	switch {
-	case h.Kind() == driver.KindPermit && m == modePermit:
+	case h.Kind() == driver.KindPermit && m == driver.ModePermit:
 		return nil
-	case h.Kind() == driver.KindPermit, m == modePermit:
-		return fmt.Errorf("%w: a %s of %q under a %s of that name", ErrReentry, m, key, kindName(h.Kind()))
-	case h.Kind() == driver.KindRead && m != modeShared:
+	case h.Kind() == driver.KindPermit, m == driver.ModePermit:
+		return fmt.Errorf("%w: a %s of %q under a %s of that name", ErrReentry, modeName(m), key, kindName(h.Kind()))
+	case h.Kind() == driver.KindRead && m != driver.ModeShared:
 		return fmt.Errorf("dlock: %q requested under its own read lease (token %d): %w", key, h.Token(), ErrUpgrade)
 	}
 	return nil
@@ -92,13 +83,26 @@ func (c *Client) acquireQueued(ctx context.Context, q queued, opts []LockOption)
 		return nil, err
 	}
 	head := marks(ctx)
-	if q.mode != modePermit {
+	if q.mode != driver.ModePermit {
 		if l, ok, err := c.reenter(ctx, head, q.name, lc); ok {
 			return l, err
 		}
 	}
-	l, err := c.sendQueued(ctx, q, req, lc, head)
-	return l, queueRefusal(q.mode.String(), q.name, err)
+	if !c.queues {
+		return nil, fmt.Errorf("dlock: %s %q: %w", modeName(q.mode), q.name, ErrUnsupported)
+	}
+	h, err := c.e.Acquire(ctx, c.queuedRequest(req, q.mode, q.limit, lc, q.wait))
+	if err != nil {
+		return nil, queueRefusal(modeName(q.mode), q.name, err)
+	}
+	return c.newLease(h, req.Owner, head, lc), nil
+}
+
+// queuedRequest is the engine's request for a queued lease of mode m on
+// req's key: limit permits for ModePermit, one attempt or with wait a wait.
+func (c *Client) queuedRequest(req driver.AcquireRequest, m driver.Mode, limit int, lc lockConfig, wait bool) engine.Request {
+	return engine.Request{Key: req.Key, TTL: req.TTL, Owner: req.Owner, Queued: true, Mode: m, Limit: limit,
+		MaxWaiters: c.maxWaiters(lc), Wait: wait, Renew: lc.watchdog}
 }
 
 // maxWaiters is the queue cap of an acquisition with lc: WithMaxWaiters,

@@ -1,6 +1,10 @@
 package dlock
 
-import "context"
+import (
+	"context"
+
+	"github.com/dlockio/dlock/driver"
+)
 
 // RWMutex is a handle on the read-write lock name: any number of readers
 // share it, a writer excludes readers and other writers. Get one with
@@ -61,13 +65,13 @@ func (m *RWMutex) Name() string { return m.name }
 // Client; no polling. Under a context derived from a read or write lease
 // of this lock it is a nested hold of that lease (see RWMutex).
 func (m *RWMutex) RLock(ctx context.Context, opts ...LockOption) (*Lease, error) {
-	return m.c.acquireQueued(ctx, queued{name: m.name, mode: modeShared, wait: true}, opts)
+	return m.c.acquireQueued(ctx, queued{name: m.name, mode: driver.ModeShared, wait: true}, opts)
 }
 
 // TryRLock makes one attempt at a read lease. It returns ErrNotAcquired
 // when a writer holds the lock or is queued.
 func (m *RWMutex) TryRLock(ctx context.Context, opts ...LockOption) (*Lease, error) {
-	return m.c.acquireQueued(ctx, queued{name: m.name, mode: modeShared}, opts)
+	return m.c.acquireQueued(ctx, queued{name: m.name, mode: driver.ModeShared}, opts)
 }
 
 // Lock takes the write lease, waiting as long as ctx allows: until the
@@ -84,12 +88,12 @@ func (m *RWMutex) TryRLock(ctx context.Context, opts ...LockOption) (*Lease, err
 // of these leases, and any of them under a permit, would wait for the
 // other and are refused with ErrReentry.
 func (m *RWMutex) Lock(ctx context.Context, opts ...LockOption) (*Lease, error) {
-	return m.c.acquireQueued(ctx, queued{name: m.name, mode: modeExclusive, wait: true}, opts)
+	return m.c.acquireQueued(ctx, queued{name: m.name, mode: driver.ModeExclusive, wait: true}, opts)
 }
 
 // TryLock makes one attempt at the write lease. It returns ErrNotAcquired
 // when a reader or writer holds the lock or is queued, and ErrUpgrade as
 // Lock does.
 func (m *RWMutex) TryLock(ctx context.Context, opts ...LockOption) (*Lease, error) {
-	return m.c.acquireQueued(ctx, queued{name: m.name, mode: modeExclusive}, opts)
+	return m.c.acquireQueued(ctx, queued{name: m.name, mode: driver.ModeExclusive}, opts)
 }

@@ -3,6 +3,7 @@ package dlock
 import (
 	"context"
 	"fmt"
+	"github.com/dlockio/dlock/driver"
 )
 
 // Semaphore is a handle on the counting semaphore name: at most N permits
@@ -67,7 +68,7 @@ func (s *Semaphore) Acquire(ctx context.Context, opts ...LockOption) (*Lease, er
 	if err := s.check(); err != nil {
 		return nil, err
 	}
-	return s.c.acquireQueued(ctx, queued{name: s.name, mode: modePermit, limit: s.n, wait: true}, opts)
+	return s.c.acquireQueued(ctx, queued{name: s.name, mode: driver.ModePermit, limit: s.n, wait: true}, opts)
 }
 
 // TryAcquire makes one attempt at a permit. It returns ErrNotAcquired when
@@ -77,7 +78,7 @@ func (s *Semaphore) TryAcquire(ctx context.Context, opts ...LockOption) (*Lease,
 	if err := s.check(); err != nil {
 		return nil, err
 	}
-	return s.c.acquireQueued(ctx, queued{name: s.name, mode: modePermit, limit: s.n}, opts)
+	return s.c.acquireQueued(ctx, queued{name: s.name, mode: driver.ModePermit, limit: s.n}, opts)
 }
 
 func (s *Semaphore) check() error {
