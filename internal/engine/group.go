@@ -48,7 +48,7 @@ func (g *Group) Done() <-chan struct{} { return g.inner.Done() }
 
 // Context returns a context that is done when the group ends; its Err
 // checks every hold's deadline on every call.
-func (g *Group) Context() context.Context { return groupContext{g} }
+func (g *Group) Context() context.Context { return leaseContext{g} }
 
 // Deadline returns the earliest validity deadline of the holds.
 func (g *Group) Deadline() time.Time {
@@ -239,16 +239,4 @@ func quoteAll(keys []string) string {
 	return b.String()
 }
 
-// groupContext is Group.Context, as holdContext is Hold.Context.
-type groupContext struct{ g *Group }
-
-func (c groupContext) Deadline() (time.Time, bool) { return time.Time{}, false }
-func (c groupContext) Done() <-chan struct{}       { return c.g.inner.Done() }
-func (c groupContext) Value(key any) any           { return c.g.inner.Value(key) }
-
-func (c groupContext) Err() error {
-	if c.g.Err() != nil {
-		return context.Canceled // Err made sure inner is cancelled
-	}
-	return nil
-}
+func (g *Group) base() (context.Context, context.CancelCauseFunc) { return g.inner, g.cancel }

@@ -78,7 +78,7 @@ func (h *Hold) Done() <-chan struct{} { return h.inner.Done() }
 
 // Context returns a context that is done when the hold ends; its Err, like
 // the hold's, checks the deadline on every call.
-func (h *Hold) Context() context.Context { return holdContext{h} }
+func (h *Hold) Context() context.Context { return leaseContext{h} }
 
 // Err returns nil while the hold is valid, else why it ended.
 func (h *Hold) Err() error {
@@ -113,22 +113,31 @@ func (h *Hold) releaseRequest() driver.ReleaseRequest {
 	return driver.ReleaseRequest{Kind: h.kind, Key: h.key, ID: h.id}
 }
 
-// holdContext is Hold.Context: the inner context's values and done
-// channel, with an Err that notices a passed deadline by itself. Value
-// forwards to the inner context, so context.Cause and child contexts see
-// the inner cancelCtx and its cause.
-type holdContext struct{ h *Hold }
+// leaseContext is Hold.Context and Group.Context: the inner context's
+// values and done channel, with an Err that notices a passed deadline by
+// itself. Value forwards to the inner context, so context.Cause and child
+// contexts see the inner cancelCtx and its cause.
+type leaseContext struct{ l ending }
 
-func (c holdContext) Deadline() (time.Time, bool) { return time.Time{}, false }
-func (c holdContext) Done() <-chan struct{}       { return c.h.inner.Done() }
-func (c holdContext) Value(key any) any           { return c.h.inner.Value(key) }
+// ending is what a leaseContext asks of a Hold or a Group.
+type ending interface {
+	Err() error
+	base() (context.Context, context.CancelCauseFunc)
+}
 
-func (c holdContext) Err() error {
-	if err := c.h.Err(); err != nil {
+func (c leaseContext) Deadline() (time.Time, bool) { return time.Time{}, false }
+func (c leaseContext) Done() <-chan struct{}       { inner, _ := c.l.base(); return inner.Done() }
+func (c leaseContext) Value(key any) any           { inner, _ := c.l.base(); return inner.Value(key) }
+
+func (c leaseContext) Err() error {
+	if err := c.l.Err(); err != nil {
 		// A no-op once cancelled; otherwise (end is running concurrently)
 		// it makes Done closed before Err reports, as contexts promise.
-		c.h.cancel(err)
+		_, cancel := c.l.base()
+		cancel(err)
 		return context.Canceled
 	}
 	return nil
 }
+
+func (h *Hold) base() (context.Context, context.CancelCauseFunc) { return h.inner, h.cancel }
