@@ -48,7 +48,7 @@ func (g *Group) Done() <-chan struct{} { return g.inner.Done() }
 
 // Context returns a context that is done when the group ends; its Err
 // checks every hold's deadline on every call.
-func (g *Group) Context() context.Context { return leaseContext{g} }
+func (g *Group) Context() context.Context { return leaseContext[*Group]{g} }
 
 // Deadline returns the earliest validity deadline of the holds.
 func (g *Group) Deadline() time.Time {

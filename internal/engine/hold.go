@@ -78,7 +78,7 @@ func (h *Hold) Done() <-chan struct{} { return h.inner.Done() }
 
 // Context returns a context that is done when the hold ends; its Err, like
 // the hold's, checks the deadline on every call.
-func (h *Hold) Context() context.Context { return leaseContext{h} }
+func (h *Hold) Context() context.Context { return leaseContext[*Hold]{h} }
 
 // Err returns nil while the hold is valid, else why it ended.
 func (h *Hold) Err() error {
@@ -116,8 +116,10 @@ func (h *Hold) releaseRequest() driver.ReleaseRequest {
 // leaseContext is Hold.Context and Group.Context: the inner context's
 // values and done channel, with an Err that notices a passed deadline by
 // itself. Value forwards to the inner context, so context.Cause and child
-// contexts see the inner cancelCtx and its cause.
-type leaseContext struct{ l ending }
+// contexts see the inner cancelCtx and its cause. It is generic, not an
+// interface field, so that it stays one pointer wide: returning it as a
+// context.Context allocates nothing.
+type leaseContext[L ending] struct{ l L }
 
 // ending is what a leaseContext asks of a Hold or a Group.
 type ending interface {
@@ -125,11 +127,11 @@ type ending interface {
 	base() (context.Context, context.CancelCauseFunc)
 }
 
-func (c leaseContext) Deadline() (time.Time, bool) { return time.Time{}, false }
-func (c leaseContext) Done() <-chan struct{}       { inner, _ := c.l.base(); return inner.Done() }
-func (c leaseContext) Value(key any) any           { inner, _ := c.l.base(); return inner.Value(key) }
+func (c leaseContext[L]) Deadline() (time.Time, bool) { return time.Time{}, false }
+func (c leaseContext[L]) Done() <-chan struct{}       { inner, _ := c.l.base(); return inner.Done() }
+func (c leaseContext[L]) Value(key any) any           { inner, _ := c.l.base(); return inner.Value(key) }
 
-func (c leaseContext) Err() error {
+func (c leaseContext[L]) Err() error {
 	if err := c.l.Err(); err != nil {
 		// A no-op once cancelled; otherwise (end is running concurrently)
 		// it makes Done closed before Err reports, as contexts promise.
