@@ -12,6 +12,7 @@ import (
 
 	"github.com/dlockio/dlock"
 	"github.com/dlockio/dlock/internal/testkit/redisserver"
+	"github.com/dlockio/dlock/memdriver"
 )
 
 // The hot path's counts guard. Speed on a shared machine drifts; counts do
@@ -187,5 +188,39 @@ func TestGoroutinesPerIdleClient(t *testing.T) {
 	t.Logf("after 16 concurrent cycles: %d goroutines (budget %d)", afterBurst, budgetBurst)
 	if afterBurst > budgetBurst {
 		t.Errorf("a Client idle after a burst keeps %d goroutines, over the budget of %d", afterBurst, budgetBurst)
+	}
+}
+
+// A lease's Context is asked for on every piece of work done under it: for
+// a Lease, a nested Lease and a MultiLease it costs no allocation.
+func TestLeaseContextAllocatesNothing(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector changes allocation counts")
+	}
+	c, err := dlock.New(memdriver.New())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	l, err := c.Lock(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	nested, err := c.Lock(l.Context(), "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := c.LockAll(ctx, []string{"a", "b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, get := range map[string]func() context.Context{"Lease": l.Context, "MultiLease": m.Context} {
+		if n := testing.AllocsPerRun(100, func() { _ = get() }); n != 0 {
+			t.Errorf("%s.Context: %v allocations, want 0", name, n)
+		}
+	}
+	if nested.Context().Err() != nil || l.Context().Err() != nil || m.Context().Err() != nil {
+		t.Fatal("a held lease's context reports an error")
 	}
 }

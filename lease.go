@@ -88,7 +88,7 @@ func (l *Lease) Context() context.Context {
 	if l.nest != nil {
 		return nestedContext{l.nest}
 	}
-	return leaseContext{l}
+	return leaseContext[*Lease]{l}
 }
 
 // Err returns nil while the lease is held, ErrLockLost once the lock was

@@ -159,7 +159,7 @@ func (m *MultiLease) Done() <-chan struct{} { return m.g.Done() }
 // Context returns a context that ends with the lease (cause: Err). It
 // carries the values of the context passed to LockAll, but not its
 // cancellation.
-func (m *MultiLease) Context() context.Context { return multiContext{m} }
+func (m *MultiLease) Context() context.Context { return leaseContext[*MultiLease]{m} }
 
 // Err returns nil while every lock is held, else why the lease ended: as
 // Lease.Err, for the first of its locks that ended.
@@ -183,19 +183,4 @@ func (m *MultiLease) holdFor(key string) *engine.Hold {
 		return m.g.Holds()[i]
 	}
 	return nil
-}
-
-// multiContext is MultiLease.Context: the group's context, carrying the
-// mark.
-type multiContext struct{ m *MultiLease }
-
-func (c multiContext) Deadline() (time.Time, bool) { return time.Time{}, false }
-func (c multiContext) Done() <-chan struct{}       { return c.m.g.Done() }
-func (c multiContext) Err() error                  { return c.m.g.Context().Err() }
-
-func (c multiContext) Value(key any) any {
-	if _, ok := key.(markKey); ok {
-		return &c.m.m
-	}
-	return c.m.g.Context().Value(key)
 }

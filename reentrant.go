@@ -194,18 +194,32 @@ func (n *nested) unlock(ctx context.Context) error {
 	return n.answer
 }
 
-// leaseContext is Lease.Context: the hold's context, carrying the mark.
-type leaseContext struct{ l *Lease }
+// leaseContext is Lease.Context and MultiLease.Context: the engine's
+// context of the acquisition, carrying the mark that Lock under it finds
+// (see marks). Generic, so that it stays one pointer wide and returning it
+// allocates nothing.
+type leaseContext[L marked] struct{ l L }
 
-func (c leaseContext) Deadline() (time.Time, bool) { return time.Time{}, false }
-func (c leaseContext) Done() <-chan struct{}       { return c.l.h.Done() }
-func (c leaseContext) Err() error                  { return c.l.h.Context().Err() }
+// marked is what a leaseContext asks of a Lease or a MultiLease.
+type marked interface {
+	acquisition() context.Context // the engine's Hold or Group context
+	mark() *mark
+}
 
-func (c leaseContext) Value(key any) any {
+func (l *Lease) acquisition() context.Context      { return l.h.Context() }
+func (l *Lease) mark() *mark                       { return &l.m }
+func (m *MultiLease) acquisition() context.Context { return m.g.Context() }
+func (m *MultiLease) mark() *mark                  { return &m.m }
+
+func (c leaseContext[L]) Deadline() (time.Time, bool) { return time.Time{}, false }
+func (c leaseContext[L]) Done() <-chan struct{}       { return c.l.acquisition().Done() }
+func (c leaseContext[L]) Err() error                  { return c.l.acquisition().Err() }
+
+func (c leaseContext[L]) Value(key any) any {
 	if _, ok := key.(markKey); ok {
-		return &c.l.m
+		return c.l.mark()
 	}
-	return c.l.h.Context().Value(key)
+	return c.l.acquisition().Value(key)
 }
 
 // nestedContext is a nested hold's Context: a child of the outer lease's
