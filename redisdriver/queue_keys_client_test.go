@@ -1,4 +1,4 @@
-package dlock_test
+package redisdriver_test
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 
 	"github.com/dlockio/dlock"
 	"github.com/dlockio/dlock/internal/testkit/redisserver"
+	"github.com/redis/go-redis/v9"
 )
 
 // No key outlives the leases it describes: after full cycles of every
@@ -14,24 +15,37 @@ import (
 // waiters that are served, waiters that give up, and holders that die and
 // expire — every key left has an expiry, and none a longer one than 1.25
 // times the longest lease's TTL (the queue keys' margin, queue_lib.lua).
-func TestRedisQueueKeysExpireWithTheirLeases(t *testing.T) {
+func TestQueueKeysExpireWithTheirLeases(t *testing.T) {
 	const ttl, deadTTL = 2 * time.Second, 400 * time.Millisecond // ttl: the longest lease
 	srv := redisserver.Start(t)
 	px := redisserver.NewProxy(t, srv.Addr())
 	a := newLocker(t, srv.Addr(), dlock.WithDefaultTTL(ttl))
 	b := newLocker(t, srv.Addr(), dlock.WithDefaultTTL(ttl))
 	dead := newLocker(t, px.Addr(), dlock.WithDefaultTTL(deadTTL))
-	// Each cycle's names are its own, so that no later cycle can repair
-	// what an earlier one left.
 	// Runs before the dead Client's Close, which then need not time out.
 	t.Cleanup(func() { px.Blackhole(false); px.CloseAll() })
 	ctx := ctxTimeout(t, 60*time.Second)
 	admin := srv.Client(t)
+	for _, c := range queueCycles(ctx, a, b, dead, px, deadTTL) {
+		if !t.Run(c.name, c.run) {
+			return
+		}
+	}
+	checkKeysExpire(t, ctx, admin, ttl)
+}
 
-	cycles := []struct {
-		name string
-		run  func(t *testing.T)
-	}{
+// cycle is a named run of the test above.
+type cycle struct {
+	name string
+	run  func(t *testing.T)
+}
+
+// queueCycles are the full cycles of every queued mode, each on names of
+// its own, so that no later cycle can repair what an earlier one left: a
+// and b take and wait; dead holds leases until px, its only way to the
+// server, goes dark, and they expire after deadTTL.
+func queueCycles(ctx context.Context, a, b, dead *dlock.Client, px *redisserver.Proxy, deadTTL time.Duration) []cycle {
+	return []cycle{
 		{"fair", func(t *testing.T) {
 			unlock(t, got(t)(a.Lock(ctx, "fair-alone", dlock.WithFIFO())))
 			l := got(t)(a.Lock(ctx, "fair", dlock.WithFIFO()))
@@ -92,12 +106,13 @@ func TestRedisQueueKeysExpireWithTheirLeases(t *testing.T) {
 			}
 		}},
 	}
-	for _, c := range cycles {
-		if !t.Run(c.name, c.run) {
-			return
-		}
-	}
+}
 
+// checkKeysExpire checks every key left on the server: it has an expiry,
+// none later than 1.25 ttl (the longest lease's) away, and they are all
+// gone once that has passed.
+func checkKeysExpire(t *testing.T, ctx context.Context, admin *redis.Client, ttl time.Duration) {
+	t.Helper()
 	keys, err := admin.Keys(ctx, "*").Result()
 	if err != nil {
 		t.Fatal(err)

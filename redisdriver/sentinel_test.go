@@ -1,4 +1,4 @@
-package dlock_test
+package redisdriver_test
 
 import (
 	"errors"
@@ -21,7 +21,7 @@ func TestSentinelClient(t *testing.T) {
 		return newLockerOn(t, redis.NewFailoverClient(&redis.FailoverOptions{
 			MasterName:    "primary",
 			SentinelAddrs: []string{sentinel.Addr()},
-		}), nil)
+		}))
 	}
 	a, b := newSentinelLocker(), newSentinelLocker()
 	ctx := ctxTimeout(t, 20*time.Second)
