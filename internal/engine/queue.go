@@ -92,40 +92,18 @@ func (e *Engine) waitQueued(ctx context.Context, req driver.QueueRequest, renew 
 	// announced before the subscription was confirmed would be missed),
 	// so that an acquisition granted at once never waits for it, nor for
 	// a store that does not answer.
-	subscribed := e.queue.isOpen()
 	req.ID, req.Wait, req.Inbox = newOwnerID(), true, e.queue.inbox
-	grants := e.queue.register(req.ID)
-	defer e.queue.unregister(req.ID)
-	kind := req.Mode.HolderKind()
-	place := driver.ReleaseRequest{Kind: driver.KindWaiter, Key: req.Key, ID: req.ID}
-
-	var w *Hold          // the waiter's place while it has one
-	var poke *time.Timer // made on first use: most acquisitions are granted at once
-	defer func() {
-		if poke != nil {
-			poke.Stop()
-		}
-	}()
-	defer func() {
-		if w != nil {
-			e.renewer.remove(w)
-			w.end(errWaitOver)
-		}
-	}()
-	counted, observed := false, false // in Stats.Waiters, from its first place in the queue; its event queued
-	defer func() {
-		if counted {
-			e.queue.waiting(kind, req.Key, false, observed)
-		}
-	}()
+	qw := &queueWait{e: e, q: q, req: req, renew: renew, kind: req.Mode.HolderKind(),
+		place: placeOf(req), grants: e.queue.register(req.ID), subscribed: e.queue.isOpen()}
+	defer qw.finish()
 	slow := 0
 	for {
 		if attempts != nil {
 			*attempts++
 		}
-		res, sent, err := e.enqueue(ctx, q, req)
+		res, sent, err := e.enqueue(ctx, q, qw.req)
 		if err != nil {
-			e.releaser.add(place) // enqueue may have queued or granted it, reply lost
+			e.releaser.add(qw.place) // enqueue may have queued or granted it, reply lost
 			return nil, err
 		}
 		// A reply so slow that the first renewal of the lease or place it
@@ -142,38 +120,22 @@ func (e *Engine) waitQueued(ctx context.Context, req driver.QueueRequest, renew 
 		slow = 0
 		switch {
 		case res.Granted:
-			h, err := e.takeOver(ctx, kind, req, res.Token, sent, renew)
+			h, err := e.takeOver(ctx, qw.kind, qw.req, res.Token, sent, renew)
 			if err != nil {
-				e.releaser.add(place)
+				e.releaser.add(qw.place)
 			}
 			return h, err
 		case !res.Queued:
-			e.releaser.add(place)
+			e.releaser.add(qw.place)
 			return nil, WrapBackend("lock", req.Key, errors.New("driver neither granted nor queued a waiting request"))
 		}
-		lostPlace := w != nil && w.Err() != nil
-		if w != nil {
-			e.renewer.remove(w)
-			w.end(errWaitOver)
-		}
-		if w, err = e.newHold(ctx, driver.KindWaiter, req.Key, req.ID, 0, req.TTL, sent, sent, true); err != nil {
-			w = nil
-			e.releaser.add(place)
+		lostPlace, err := qw.queued(ctx, sent)
+		if err != nil {
 			return nil, err
 		}
-		if !counted {
-			counted = true
-			observed = e.queue.waiting(kind, req.Key, true, false)
-		}
-		if !subscribed {
-			subscribed = true
-			if err := e.queue.subscribe(ctx, q, req.Key); err != nil {
-				if ctx.Err() != nil || errors.Is(err, ErrClosed) {
-					e.releaser.add(place)
-					return nil, err
-				}
-				// Waiting still works, on renewals alone.
-				e.log.warn("dlock: grant notifications unavailable; waiting on renewals only", "key", req.Key, "err", err)
+		if !qw.subscribed {
+			if err := qw.subscribe(ctx); err != nil {
+				return nil, err
 			}
 			continue // ask again: granted while subscribing?
 		}
@@ -181,80 +143,12 @@ func (e *Engine) waitQueued(ctx context.Context, req driver.QueueRequest, renew 
 			// Queued anew after the old place ended: an announcement still
 			// pending is the old place's, whose lease is gone.
 			select {
-			case <-grants:
+			case <-qw.grants:
 			default:
 			}
 		}
-		// A waiter pokes the store when a blocking holder expires: a store
-		// without expiry hooks grants only when a request touches the name.
-		var pokeC <-chan time.Time
-		if res.RetryAfter >= 0 {
-			if poke == nil {
-				poke = time.NewTimer(e.waitFor(res.RetryAfter, req.TTL))
-			} else {
-				poke.Reset(e.waitFor(res.RetryAfter, req.TTL))
-			}
-			pokeC = poke.C
-		}
-		select {
-		case g := <-grants:
-			if !renew || !g.Confirmed {
-				// Ask the store once more, which extends the grant by a full
-				// TTL and answers it as granted, with its token. An
-				// announcement that is not Confirmed may be forged (see
-				// driver.Grant): only the store's reply is a grant. A fixed
-				// lease is one of TTL from its acquisition, not what the
-				// place had left.
-				continue
-			}
-			// The grant's store TTL is what the waiter place had left, and
-			// that place's expiry is no earlier than the validity deadline
-			// the renewer computed from the send time of the last enqueue
-			// or renewal it saw answered: so the place's deadline is a safe
-			// deadline for the lease. A renewal in flight only makes the
-			// store's expiry later.
-			//
-			// The lease keeps the place's renewal schedule, so take it over
-			// only while its next renewal is still ahead. Otherwise the
-			// place is due (or its renewal is in flight, its answer about
-			// to be dropped with the place): the lease would have to be
-			// renewed at once, on a deadline that may be too close for a
-			// round trip (a grant announced late, replies that lag), and a
-			// renewal on a connection go-redis must first dial often is.
-			// Asking the store instead extends the grant by a full TTL,
-			// counted from that request, for the same one round trip.
-			placeSent := w.Deadline().Add(-e.validity(req.TTL))
-			if w.Err() == nil && placeSent.Add(req.TTL/3).After(e.now()) {
-				e.renewer.remove(w)
-				w.end(errWaitOver)
-				w = nil
-				// Held from now, when this Client learned of the grant: the
-				// place's last request, which the deadline counts from, was
-				// sent while it still waited.
-				h, err := e.newHold(ctx, kind, req.Key, req.ID, g.Token, req.TTL, placeSent, e.now(), renew)
-				if err != nil {
-					e.releaser.add(place)
-				}
-				return h, err
-			}
-		case <-w.Done():
-			// The renewal said the place is gone: granted, or dropped.
-		case <-pokeC:
-		case <-e.closed:
-			// Close releases the place with every hold it tracks; a place
-			// lost at its deadline is no longer tracked (renew.go leaves
-			// its release to this loop).
-			if w.Err() != nil {
-				e.releaser.add(place)
-			}
-			w = nil
-			return nil, ErrClosed
-		case <-ctx.Done():
-			e.renewer.remove(w)
-			w.end(errWaitOver)
-			w = nil
-			e.releaser.add(place)
-			return nil, ctxError("lock", req.Key, ctx.Err())
+		if h, err := qw.await(ctx, res.RetryAfter); h != nil || err != nil {
+			return h, err
 		}
 	}
 }
