@@ -148,14 +148,7 @@ func (e *Engine) releaseGroup(ctx context.Context, g *Group) error {
 		return err
 	}
 	g.mu.Unlock()
-	var lost []string
-	for _, h := range g.holds {
-		h.mu.Lock()
-		if errors.Is(h.reason, ErrLost) {
-			lost = append(lost, h.key)
-		}
-		h.mu.Unlock()
-	}
+	lost := g.lostKeys()
 	if !e.beginOp() {
 		return ErrClosed
 	}
@@ -184,30 +177,9 @@ func (e *Engine) releaseGroup(ctx context.Context, g *Group) error {
 		background()
 		return ctxError("unlock", name, ctx.Err())
 	}
-	for start := 0; start < len(reqs); start += e.caps.MaxBatch {
-		batch := reqs[start:min(start+e.caps.MaxBatch, len(reqs))]
-		res, err := call(e, ctx, func(ctx context.Context) ([]driver.ReleaseResult, error) {
-			return e.drv.Release(ctx, batch)
-		}, nil)
-		if err == nil && len(res) != len(batch) {
-			err = fmt.Errorf("driver answered %d results for %d releases", len(res), len(batch))
-		}
-		if err != nil {
-			reqs = reqs[start:]
-			background()
-			switch {
-			case ctx.Err() != nil:
-				return ctxError("unlock", name, ctx.Err())
-			case e.isClosed():
-				return ErrClosed
-			}
-			return WrapBackend("unlock", name, err)
-		}
-		for i, r := range res {
-			if r == driver.NotHeld && !slices.Contains(lost, batch[i].Key) {
-				lost = append(lost, batch[i].Key)
-			}
-		}
+	lost, err := e.releaseBatches(ctx, name, reqs, lost)
+	if err != nil {
+		return err
 	}
 	var answer error
 	if len(lost) > 0 {
@@ -217,6 +189,52 @@ func (e *Engine) releaseGroup(ctx context.Context, g *Group) error {
 	g.unlockDone, g.unlockErr = true, answer
 	g.mu.Unlock()
 	return answer
+}
+
+// lostKeys returns the keys of g's holds that were lost before its Unlock.
+func (g *Group) lostKeys() []string {
+	var lost []string
+	for _, h := range g.holds {
+		h.mu.Lock()
+		if errors.Is(h.reason, ErrLost) {
+			lost = append(lost, h.key)
+		}
+		h.mu.Unlock()
+	}
+	return lost
+}
+
+// releaseBatches releases a group's reqs in driver batches and returns
+// lost with the keys the store no longer held added. A batch that fails
+// leaves it and the rest to the background releaser.
+func (e *Engine) releaseBatches(ctx context.Context, name string, reqs []driver.ReleaseRequest, lost []string) ([]string, error) {
+	for start := 0; start < len(reqs); start += e.caps.MaxBatch {
+		batch := reqs[start:min(start+e.caps.MaxBatch, len(reqs))]
+		res, err := call(e, ctx, func(ctx context.Context) ([]driver.ReleaseResult, error) {
+			return e.drv.Release(ctx, batch)
+		}, nil)
+		if err == nil && len(res) != len(batch) {
+			err = fmt.Errorf("driver answered %d results for %d releases", len(res), len(batch))
+		}
+		if err != nil {
+			for _, r := range reqs[start:] {
+				e.releaser.add(r)
+			}
+			switch {
+			case ctx.Err() != nil:
+				return nil, ctxError("unlock", name, ctx.Err())
+			case e.isClosed():
+				return nil, ErrClosed
+			}
+			return nil, WrapBackend("unlock", name, err)
+		}
+		for i, r := range res {
+			if r == driver.NotHeld && !slices.Contains(lost, batch[i].Key) {
+				lost = append(lost, batch[i].Key)
+			}
+		}
+	}
+	return lost, nil
 }
 
 // groupName names g's keys in errors (which quote it).
