@@ -18,7 +18,7 @@ import (
 )
 
 // queueInspector returns a Redis driver for looking at queues directly.
-func queueInspector(t *testing.T, rdb redis.UniversalClient) driver.Queuer {
+func queueInspector(t *testing.T, rdb redis.UniversalClient) driver.Inspector {
 	t.Helper()
 	d, err := redisdriver.New(rdb)
 	if err != nil {
@@ -28,7 +28,7 @@ func queueInspector(t *testing.T, rdb redis.UniversalClient) driver.Queuer {
 }
 
 // waitWaiters waits until key has n waiters in the store.
-func waitWaiters(t *testing.T, q driver.Queuer, key string, n int) {
+func waitWaiters(t *testing.T, q driver.Inspector, key string, n int) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {

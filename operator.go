@@ -10,8 +10,9 @@ import (
 )
 
 // Operator functions: look at locks and break them, for tools such as the
-// dlock CLI. They need a driver that implements driver.Inspector (Redis and
-// the in-memory driver do); otherwise they return ErrUnsupported.
+// dlock CLI. They need a driver that implements driver.Inspector (the
+// Redis, etcd and in-memory drivers do); otherwise they return
+// ErrUnsupported.
 
 // operate runs f on the driver's Inspector for op on key (checked as a lock
 // name when named is set), bounded by ctx like every call, with its error

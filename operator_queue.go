@@ -24,24 +24,15 @@ type WaiterInfo = driver.WaiterInfo
 
 // InspectQueue returns the holders and waiters of the read-write lock or
 // semaphore name (an exclusive holder taken with Lock shows as a holder
-// too), or ok=false when it has neither. It needs a driver that
-// implements driver.Queuer; otherwise it returns ErrUnsupported.
+// too), or ok=false when it has neither. Like the other operator
+// functions it needs a driver that implements driver.Inspector; otherwise
+// it returns ErrUnsupported.
 func (c *Client) InspectQueue(ctx context.Context, name string) (info QueueInfo, ok bool, err error) {
-	if ctx == nil {
-		return QueueInfo{}, false, fmt.Errorf("%w: nil context", ErrInvalidArgument)
-	}
-	q, isQ := c.drv.(driver.Queuer)
-	if !isQ {
-		return QueueInfo{}, false, fmt.Errorf("dlock: inspect queue %q: %w", name, ErrUnsupported)
-	}
-	if err := c.CheckKey(name); err != nil {
-		return QueueInfo{}, false, err
-	}
-	r, err := engine.Call(c.e, ctx, func(ctx context.Context) (found[QueueInfo], error) {
-		info, ok, err := q.InspectQueue(ctx, name)
+	r, err := operate(c, ctx, "inspect queue", name, true, func(ctx context.Context, insp driver.Inspector) (found[QueueInfo], error) {
+		info, ok, err := insp.InspectQueue(ctx, name)
 		return found[QueueInfo]{info, ok}, err
 	})
-	return r.v, r.ok, c.classify(ctx, "inspect queue", name, err)
+	return r.v, r.ok, err
 }
 
 // ListQueues returns the read-write locks and semaphores whose names start

@@ -181,8 +181,14 @@ type LockInfo struct {
 }
 
 // Inspector is implemented by drivers that let operators look at and break
-// locks (dlock's Client.Inspect, List and ForceRelease; the dlock CLI).
+// locks (dlock's Client.Inspect, InspectQueue, List and ForceRelease; the
+// dlock CLI). It is the operators' interface: nothing that takes or holds
+// a lock uses it.
 type Inspector interface {
+	// InspectQueue returns the holders and waiters of a name of the
+	// store's queue (see Queuer); ok is false when the name has neither,
+	// and always on a driver without a queue.
+	InspectQueue(ctx context.Context, key string) (info QueueInfo, ok bool, err error)
 	// Inspect returns the lock's holder, or ok=false when the lock is free.
 	Inspect(ctx context.Context, key string) (info LockInfo, ok bool, err error)
 	// List returns every held lock whose key starts with prefix.

@@ -66,9 +66,6 @@ type Queuer interface {
 	// one may be lost (a reconnect), so waiters do not depend on them,
 	// and one may be forged unless it is Confirmed (see Grant).
 	WatchGrants(ctx context.Context, inbox string, onGrant func(Grant)) (GrantWatcher, error)
-	// InspectQueue returns a name's holders and waiters, for operators.
-	// ok is false when the name has neither.
-	InspectQueue(ctx context.Context, key string) (info QueueInfo, ok bool, err error)
 }
 
 // QueueBatcher is implemented by Queuers that can send several Enqueue

@@ -22,7 +22,7 @@ func (e *qenv) enqueueErr(req driver.QueueRequest) error {
 // waiterIDs returns the ids of key's waiters, in queue order.
 func (e *qenv) waiterIDs(key string) []string {
 	e.t.Helper()
-	info, _, err := e.q.InspectQueue(e.ctx, key)
+	info, _, err := e.inspectQueue(key)
 	if err != nil {
 		e.t.Fatalf("InspectQueue(%q): %v", key, err)
 	}

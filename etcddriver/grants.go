@@ -94,7 +94,7 @@ func (w *grantWatcher) Close() error {
 	return nil
 }
 
-// InspectQueue implements driver.Queuer: one read of the name, then one
+// InspectQueue implements driver.Inspector: one read of the name, then one
 // LeaseTimeToLive per distinct lease for the time left.
 func (d *Driver) InspectQueue(ctx context.Context, key string) (driver.QueueInfo, bool, error) {
 	ctx, cancel := d.callCtx(ctx)

@@ -322,7 +322,7 @@ func (s *store) renewQueued(r driver.RenewRequest, now time.Time) bool {
 	return true
 }
 
-// InspectQueue implements driver.Queuer.
+// InspectQueue implements driver.Inspector.
 func (d *Driver) InspectQueue(ctx context.Context, key string) (driver.QueueInfo, bool, error) {
 	if err := checkKey(key); err != nil {
 		return driver.QueueInfo{}, false, err

@@ -195,7 +195,7 @@ func parseGrant(p string) (driver.Grant, bool) {
 	return driver.Grant{Key: name, ID: id, Token: tok}, true
 }
 
-// InspectQueue implements driver.Queuer with the reads of readQueue. The
+// InspectQueue implements driver.Inspector with the reads of readQueue. The
 // leases and places that expired are not shown.
 func (d *Driver) InspectQueue(ctx context.Context, key string) (driver.QueueInfo, bool, error) {
 	reply, err := d.readQueue(ctx, d.lockKey(key))
