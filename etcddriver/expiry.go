@@ -89,30 +89,11 @@ func (x *expiryWatches) keep(name string, rev int64, ttl time.Duration) {
 // its key; an expiry deletes the key alone).
 func (x *expiryWatches) follow(name string, w *expiryWatch, rev int64) {
 	defer x.wg.Done()
-	defer func() {
-		x.mu.Lock()
-		if x.names[name] == w {
-			delete(x.names, name)
-		}
-		x.mu.Unlock()
-	}()
+	defer x.drop(name, w)
 	ctx, cancel := context.WithCancel(clientv3.WithRequireLeader(x.ctx))
 	defer cancel()
-	from := func(opts ...clientv3.OpOption) []clientv3.OpOption {
-		if rev > 0 {
-			opts = append(opts, clientv3.WithRev(rev+1))
-		}
-		return opts
-	}
-	lockEvents := x.d.cli.Watch(ctx, x.d.lockKey(name), from()...)
-	holderEvents := x.d.cli.Watch(ctx, x.d.holderPrefix(name), from(clientv3.WithPrefix(), clientv3.WithFilterPut())...)
-	markerEvents := x.d.cli.Watch(ctx, x.d.qmarkPrefix(name), from(clientv3.WithPrefix(), clientv3.WithFilterDelete())...)
-	// What the next grace timeout decides on: the lock key deleted with no
-	// put since, and holder deletions (by revision) with no release marker
-	// of the same revision. Both orders of a revision's events are
-	// handled: its marker may come before or after its deletion.
-	lockGone := false
-	holderGone, marked := map[int64]bool{}, map[int64]bool{}
+	watches := x.watch(ctx, name, rev)
+	signs := expirySigns{holderGone: map[int64]bool{}, marked: map[int64]bool{}}
 	grace := time.NewTimer(time.Hour)
 	grace.Stop()
 	defer grace.Stop()
@@ -120,55 +101,33 @@ func (x *expiryWatches) follow(name string, w *expiryWatch, rev int64) {
 	defer lapse.Stop()
 	for {
 		select {
-		case resp, ok := <-lockEvents:
-			if !ok || resp.Canceled || resp.Err() != nil {
+		case resp, ok := <-watches.lock:
+			if watchEnded(resp, ok) {
 				return
 			}
-			for _, ev := range resp.Events {
-				if lockGone = ev.Type == mvccpb.DELETE; lockGone {
-					grace.Reset(handoffGrace)
-				} // else a new holder: a hand-off, or an acquisition
-			}
-		case resp, ok := <-holderEvents:
-			if !ok || resp.Canceled || resp.Err() != nil {
+			signs.lockEvents(resp.Events, grace)
+		case resp, ok := <-watches.holders:
+			if watchEnded(resp, ok) {
 				return
 			}
-			for _, ev := range resp.Events { // deletes only
-				if r := ev.Kv.ModRevision; !marked[r] {
-					holderGone[r] = true
-					grace.Reset(handoffGrace)
-				}
-			}
-		case resp, ok := <-markerEvents:
-			if !ok || resp.Canceled || resp.Err() != nil {
+			signs.holderDeletes(resp.Events, grace)
+		case resp, ok := <-watches.markers:
+			if watchEnded(resp, ok) {
 				return
 			}
-			for _, ev := range resp.Events { // puts only
-				r := ev.Kv.ModRevision
-				marked[r] = true
-				delete(holderGone, r)
-			}
+			signs.markerPuts(resp.Events)
 		case <-grace.C:
-			if lockGone || len(holderGone) > 0 {
+			if signs.expired() {
 				x.steps.Add(1)
 				sctx, scancel := context.WithTimeout(ctx, x.d.timeout)
 				_, _ = x.d.settle(sctx, name, "") // failing, it leaves the grant to the waiters' own requests
 				scancel()
 			}
 			// Every event of those revisions has come by now.
-			lockGone = false
-			clear(holderGone)
-			clear(marked)
+			signs.forget()
 		case <-lapse.C:
-			// Checked and dropped under one lock: a keep in between would
-			// otherwise extend a watch that is about to end.
-			x.mu.Lock()
-			left := time.Until(w.until)
-			if left <= 0 {
-				delete(x.names, name)
-			}
-			x.mu.Unlock()
-			if left <= 0 {
+			left, over := x.lapsed(name, w)
+			if over {
 				return
 			}
 			lapse.Reset(left)
@@ -176,6 +135,107 @@ func (x *expiryWatches) follow(name string, w *expiryWatch, rev int64) {
 			return
 		}
 	}
+}
+
+// nameWatches are the three watches of a name that follow reads.
+type nameWatches struct {
+	lock    clientv3.WatchChan // the lock key
+	holders clientv3.WatchChan // deletions of reader and permit holder keys
+	markers clientv3.WatchChan // puts of release markers
+}
+
+// watch opens the watches of name, from revision rev+1 on if rev is set.
+func (x *expiryWatches) watch(ctx context.Context, name string, rev int64) nameWatches {
+	from := func(opts ...clientv3.OpOption) []clientv3.OpOption {
+		if rev > 0 {
+			opts = append(opts, clientv3.WithRev(rev+1))
+		}
+		return opts
+	}
+	return nameWatches{
+		lock:    x.d.cli.Watch(ctx, x.d.lockKey(name), from()...),
+		holders: x.d.cli.Watch(ctx, x.d.holderPrefix(name), from(clientv3.WithPrefix(), clientv3.WithFilterPut())...),
+		markers: x.d.cli.Watch(ctx, x.d.qmarkPrefix(name), from(clientv3.WithPrefix(), clientv3.WithFilterDelete())...),
+	}
+}
+
+// watchEnded reports whether a watch response (ok: the channel is open)
+// ends the watch.
+func watchEnded(resp clientv3.WatchResponse, ok bool) bool {
+	return !ok || resp.Canceled || resp.Err() != nil
+}
+
+// expirySigns is what the next grace timeout decides on: the lock key
+// deleted with no put since, and holder deletions (by revision) with no
+// release marker of the same revision. Both orders of a revision's events
+// are handled: its marker may come before or after its deletion.
+type expirySigns struct {
+	lockGone           bool
+	holderGone, marked map[int64]bool
+}
+
+// lockEvents notes the lock key's events; a deletion starts the grace.
+func (s *expirySigns) lockEvents(evs []*clientv3.Event, grace *time.Timer) {
+	for _, ev := range evs {
+		if s.lockGone = ev.Type == mvccpb.DELETE; s.lockGone {
+			grace.Reset(handoffGrace)
+		} // else a new holder: a hand-off, or an acquisition
+	}
+}
+
+// holderDeletes notes deletions of holder keys; one whose revision has no
+// release marker starts the grace.
+func (s *expirySigns) holderDeletes(evs []*clientv3.Event, grace *time.Timer) {
+	for _, ev := range evs {
+		if r := ev.Kv.ModRevision; !s.marked[r] {
+			s.holderGone[r] = true
+			grace.Reset(handoffGrace)
+		}
+	}
+}
+
+// markerPuts notes release markers: the deletions of their revisions were
+// releases.
+func (s *expirySigns) markerPuts(evs []*clientv3.Event) {
+	for _, ev := range evs {
+		r := ev.Kv.ModRevision
+		s.marked[r] = true
+		delete(s.holderGone, r)
+	}
+}
+
+// expired reports whether a deletion noted since the last forget was no
+// release.
+func (s *expirySigns) expired() bool { return s.lockGone || len(s.holderGone) > 0 }
+
+// forget starts afresh, once every event of the revisions noted has come.
+func (s *expirySigns) forget() {
+	s.lockGone = false
+	clear(s.holderGone)
+	clear(s.marked)
+}
+
+// drop forgets w, the watch of name, unless a newer watch replaced it.
+func (x *expiryWatches) drop(name string, w *expiryWatch) {
+	x.mu.Lock()
+	if x.names[name] == w {
+		delete(x.names, name)
+	}
+	x.mu.Unlock()
+}
+
+// lapsed returns how long w, the watch of name, has left, and over once
+// nothing is left, forgetting it then. Checked and dropped under one lock:
+// a keep in between would otherwise extend a watch that is about to end.
+func (x *expiryWatches) lapsed(name string, w *expiryWatch) (left time.Duration, over bool) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	left = time.Until(w.until)
+	if left <= 0 {
+		delete(x.names, name)
+		return 0, true
+	}
+	return left, false
 }
 
 func (x *expiryWatches) left(w *expiryWatch) time.Duration {

@@ -223,150 +223,40 @@ func (d *Driver) alreadyHeld(ctx context.Context, st queueState, req driver.Queu
 	return stepOutcome{res: driver.QueueResult{Granted: true, Token: uint64(kv.CreateRevision), RetryAfter: -1}}, true, nil
 }
 
-// stepOnce makes the Txn of one step from st; retry reports a conflict.
+// stepOnce makes the Txn of one step from st and sends it; retry reports
+// a conflict. The Txn grants the queue heads that fit (grantHeads), then
+// answers req if there is one (answer), conditional on nothing read having
+// changed.
 func (d *Driver) stepOnce(ctx context.Context, start time.Time, name string, st queueState, req *driver.QueueRequest, probe string) (out stepOutcome, retry bool, err error) {
-	lockKey := d.lockKey(name)
-	lockMod := int64(0)
-	if st.lock != nil {
-		lockMod = st.lock.ModRevision
-	}
-	hp := d.holderPrefix(name)
-	cmps := []clientv3.Cmp{
-		clientv3.Compare(clientv3.ModRevision(lockKey), "=", lockMod),
-		// No holder appeared or changed since the read (one that left only
-		// makes this step grant less than it could; its leaving settles).
-		clientv3.Compare(clientv3.ModRevision(hp), "<", st.rev+1).WithRange(clientv3.GetPrefixRangeEnd(hp)),
-	}
-	var ops []clientv3.Op
-	var marker clientv3.LeaseID // of the announcements, got once needed
 	now := time.Now()
-	occ := st.occupancy()
-	granted := map[string]bool{}
-	head := len(st.waiters) // index of the first waiter left waiting
-	for i, w := range st.waiters {
-		if !occ.fits(w.v.Mode, w.v.Limit) {
-			head = i
-			break
-		}
-		occ.add(w.v.Mode, w.v.TTL)
-		granted[w.v.ID] = true
-		put, err := d.grantOp(name, w.v, now, clientv3.LeaseID(w.kv.Lease))
-		if err != nil {
-			return stepOutcome{}, false, err
-		}
-		wkey := string(w.kv.Key)
-		cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(wkey), "=", w.kv.CreateRevision))
-		ops = append(ops, clientv3.OpDelete(wkey), put)
-		if marker == 0 && w.v.Inbox != "" {
-			marker = d.markers.get(ctx)
-		}
-		if marker != 0 && w.v.Inbox != "" && (req == nil || w.v.ID != req.ID) {
-			a, _ := json.Marshal(announcement{Key: name, ID: w.v.ID})
-			ops = append(ops, clientv3.OpPut(d.inboxPrefix(w.v.Inbox)+w.v.ID, string(a), clientv3.WithLease(marker)))
-		}
+	tx := d.stepConditions(name, st)
+	heads, err := d.grantHeads(ctx, name, st, req, now, &tx)
+	if err != nil {
+		return stepOutcome{}, false, err
 	}
-	waiting := func(id string) (queued, bool) {
-		for _, w := range st.waiters[head:] {
-			if w.v.ID == id {
-				return w, true
-			}
-		}
-		return queued{}, false
-	}
-
-	var pool *poolLease
-	var keep clientv3.LeaseID // a place to keep alive after the Txn
-	var refused error         // req's refusal, answered once the grants above are made
-	res := driver.QueueResult{RetryAfter: -1}
+	a := stepAnswer{res: driver.QueueResult{RetryAfter: -1}}
 	if req != nil {
-		ttl, _ := ttlSeconds(req.TTL)
-		switch w, ok := waiting(req.ID); {
-		case granted[req.ID]:
-			res.Granted = true // token: the Txn's revision
-		case ok:
-			// Every waiter pokes at RetryAfter, not only the head: one
-			// behind others becomes the head by grants and departures it
-			// does not hear of (driver.QueueResult.RetryAfter).
-			res.Queued, keep = true, clientv3.LeaseID(w.kv.Lease)
-			res.RetryAfter = occ.retryAfter()
-		default:
-			fits := head == len(st.waiters) && occ.fits(req.Mode, req.Limit)
-			if refused = st.refusal(*req, fits, len(st.waiters)-head); refused != nil {
-				break
-			}
-			if req.Mode == driver.ModePermit || req.MaxWaiters > 0 {
-				// The limit and the cap were checked against the waiters
-				// read: no waiter may have joined since.
-				wp := d.waiterPrefix(name)
-				cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(wp), "<", st.rev+1).WithRange(clientv3.GetPrefixRangeEnd(wp)))
-			}
-			if fits || req.Wait {
-				// What is put now lasts a full TTL from now.
-				if pool, err = d.leases.get(ctx, ttl); err != nil {
-					return stepOutcome{}, false, err
-				}
-				if !pool.sentSince(start) {
-					if ok, err := d.leases.keepAlive(ctx, pool.id, ttl); err != nil || !ok {
-						d.leases.drop(pool)
-						return stepOutcome{}, err == nil, err
-					}
-				}
-			}
-			v := queueValue{ID: req.ID, Mode: req.Mode, Limit: req.Limit, Inbox: req.Inbox, TTL: req.TTL, Since: now, Owner: req.Owner}
-			switch {
-			case fits:
-				put, err := d.grantOp(name, v, now, pool.id)
-				if err != nil {
-					return stepOutcome{}, false, err
-				}
-				ops = append(ops, put)
-				res.Granted = true
-			case req.Wait:
-				val, err := v.encode()
-				if err != nil {
-					return stepOutcome{}, false, err
-				}
-				ops = append(ops, clientv3.OpPut(d.waiterKey(name, req.ID), val, clientv3.WithLease(pool.id)))
-				res.Queued = true
-				res.RetryAfter = occ.retryAfter()
-			default:
-				if head == len(st.waiters) {
-					res.RetryAfter = occ.retryAfter()
-				}
-			}
+		if a, retry, err = d.answer(ctx, start, name, st, *req, heads, now, &tx); retry || err != nil {
+			return stepOutcome{}, retry, err
 		}
 	}
 	if probe != "" {
-		if w, ok := waiting(probe); ok {
+		if w, ok := heads.waiting(probe); ok {
 			out.probeLease = clientv3.LeaseID(w.kv.Lease)
 		}
 	}
-	if len(ops) > 0 {
-		resp, err := d.cli.Txn(ctx).If(cmps...).Then(ops...).Commit()
-		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
-			// A place's lease expired after the read, or ours or the
-			// marker's vanished: read again.
-			if marker != 0 {
-				d.markers.forget(marker)
-			}
-			if pool != nil {
-				d.leases.drop(pool)
-			}
-			return stepOutcome{}, true, nil
+	if len(tx.ops) > 0 {
+		rev, retry, err := d.commitStep(ctx, &tx)
+		if retry || err != nil {
+			return stepOutcome{}, retry, err
 		}
-		if err != nil {
-			return stepOutcome{}, false, err
-		}
-		if !resp.Succeeded {
-			return stepOutcome{}, true, nil
-		}
-		if res.Granted {
-			res.Token = uint64(resp.Header.Revision)
+		if a.res.Granted {
+			a.res.Token = uint64(rev)
 		}
 	}
-	if keep != 0 {
+	if a.keep != 0 {
 		ttl, _ := ttlSeconds(req.TTL)
-		ok, err := d.leases.keepAlive(ctx, keep, ttl)
+		ok, err := d.leases.keepAlive(ctx, a.keep, ttl)
 		if err != nil {
 			return stepOutcome{}, false, err
 		}
@@ -374,11 +264,202 @@ func (d *Driver) stepOnce(ctx context.Context, start time.Time, name string, st 
 			return stepOutcome{}, true, nil // the place expired: queue anew
 		}
 	}
-	if refused != nil {
-		return stepOutcome{}, false, refused
+	if a.refused != nil {
+		return stepOutcome{}, false, a.refused
 	}
-	out.res, out.rev = res, st.rev
+	out.res, out.rev = a.res, st.rev
 	return out, false, nil
+}
+
+// stepTxn is the Txn one queue step builds: its conditions, its writes,
+// and the leases it got for them, given up if the Txn finds one gone.
+type stepTxn struct {
+	cmps   []clientv3.Cmp
+	ops    []clientv3.Op
+	marker clientv3.LeaseID // of the announcements, got once needed
+	pool   *poolLease       // of the request's place or grant, if it got one
+}
+
+// stepConditions starts the Txn of a step from st: the name's lock and
+// holders are as read.
+func (d *Driver) stepConditions(name string, st queueState) stepTxn {
+	lockMod := int64(0)
+	if st.lock != nil {
+		lockMod = st.lock.ModRevision
+	}
+	hp := d.holderPrefix(name)
+	return stepTxn{cmps: []clientv3.Cmp{
+		clientv3.Compare(clientv3.ModRevision(d.lockKey(name)), "=", lockMod),
+		// No holder appeared or changed since the read (one that left only
+		// makes this step grant less than it could; its leaving settles).
+		clientv3.Compare(clientv3.ModRevision(hp), "<", st.rev+1).WithRange(clientv3.GetPrefixRangeEnd(hp)),
+	}}
+}
+
+// stepHeads is what a step's grants leave of the queue.
+type stepHeads struct {
+	occ     occupancy       // the holders, those just granted included
+	granted map[string]bool // the ids granted by this step
+	left    []queued        // the waiters left waiting, in order
+}
+
+// waiting finds id among the waiters left waiting.
+func (h stepHeads) waiting(id string) (queued, bool) {
+	for _, w := range h.left {
+		if w.v.ID == id {
+			return w, true
+		}
+	}
+	return queued{}, false
+}
+
+// grantHeads adds to tx the grants of st's waiters, in order, while they
+// fit, and the announcements of those grants to the waiters' inboxes (but
+// to req's id, which hears of its grant in the reply).
+func (d *Driver) grantHeads(ctx context.Context, name string, st queueState, req *driver.QueueRequest, now time.Time, tx *stepTxn) (stepHeads, error) {
+	h := stepHeads{occ: st.occupancy(), granted: map[string]bool{}}
+	head := len(st.waiters) // index of the first waiter left waiting
+	for i, w := range st.waiters {
+		if !h.occ.fits(w.v.Mode, w.v.Limit) {
+			head = i
+			break
+		}
+		h.occ.add(w.v.Mode, w.v.TTL)
+		h.granted[w.v.ID] = true
+		put, err := d.grantOp(name, w.v, now, clientv3.LeaseID(w.kv.Lease))
+		if err != nil {
+			return stepHeads{}, err
+		}
+		wkey := string(w.kv.Key)
+		tx.cmps = append(tx.cmps, clientv3.Compare(clientv3.CreateRevision(wkey), "=", w.kv.CreateRevision))
+		tx.ops = append(tx.ops, clientv3.OpDelete(wkey), put)
+		if tx.marker == 0 && w.v.Inbox != "" {
+			tx.marker = d.markers.get(ctx)
+		}
+		if tx.marker != 0 && w.v.Inbox != "" && (req == nil || w.v.ID != req.ID) {
+			a, _ := json.Marshal(announcement{Key: name, ID: w.v.ID})
+			tx.ops = append(tx.ops, clientv3.OpPut(d.inboxPrefix(w.v.Inbox)+w.v.ID, string(a), clientv3.WithLease(tx.marker)))
+		}
+	}
+	h.left = st.waiters[head:]
+	return h, nil
+}
+
+// stepAnswer is a step's answer to its request.
+type stepAnswer struct {
+	res     driver.QueueResult
+	keep    clientv3.LeaseID // a place to keep alive after the Txn
+	refused error            // req's refusal, answered once the step's grants are made
+}
+
+// answer answers req after the step's grants: granted by them, still
+// waiting, or, for an id that neither holds nor waits, as answerNew
+// decides.
+func (d *Driver) answer(ctx context.Context, start time.Time, name string, st queueState, req driver.QueueRequest, heads stepHeads, now time.Time, tx *stepTxn) (stepAnswer, bool, error) {
+	a := stepAnswer{res: driver.QueueResult{RetryAfter: -1}}
+	switch w, ok := heads.waiting(req.ID); {
+	case heads.granted[req.ID]:
+		a.res.Granted = true // token: the Txn's revision
+	case ok:
+		// Every waiter pokes at RetryAfter, not only the head: one
+		// behind others becomes the head by grants and departures it
+		// does not hear of (driver.QueueResult.RetryAfter).
+		a.res.Queued, a.keep = true, clientv3.LeaseID(w.kv.Lease)
+		a.res.RetryAfter = heads.occ.retryAfter()
+	default:
+		return d.answerNew(ctx, start, name, st, req, heads, now, tx)
+	}
+	return a, false, nil
+}
+
+// answerNew answers req, of an id that neither holds nor waits: it is
+// refused (refusal), granted if it fits behind no waiter, queued if it
+// waits, or told when to try again.
+func (d *Driver) answerNew(ctx context.Context, start time.Time, name string, st queueState, req driver.QueueRequest, heads stepHeads, now time.Time, tx *stepTxn) (stepAnswer, bool, error) {
+	a := stepAnswer{res: driver.QueueResult{RetryAfter: -1}}
+	fits := len(heads.left) == 0 && heads.occ.fits(req.Mode, req.Limit)
+	if a.refused = st.refusal(req, fits, len(heads.left)); a.refused != nil {
+		return a, false, nil
+	}
+	if req.Mode == driver.ModePermit || req.MaxWaiters > 0 {
+		// The limit and the cap were checked against the waiters
+		// read: no waiter may have joined since.
+		wp := d.waiterPrefix(name)
+		tx.cmps = append(tx.cmps, clientv3.Compare(clientv3.ModRevision(wp), "<", st.rev+1).WithRange(clientv3.GetPrefixRangeEnd(wp)))
+	}
+	if fits || req.Wait {
+		pool, retry, err := d.freshPool(ctx, start, req.TTL)
+		if retry || err != nil {
+			return stepAnswer{}, retry, err
+		}
+		tx.pool = pool
+	}
+	v := queueValue{ID: req.ID, Mode: req.Mode, Limit: req.Limit, Inbox: req.Inbox, TTL: req.TTL, Since: now, Owner: req.Owner}
+	switch {
+	case fits:
+		put, err := d.grantOp(name, v, now, tx.pool.id)
+		if err != nil {
+			return stepAnswer{}, false, err
+		}
+		tx.ops = append(tx.ops, put)
+		a.res.Granted = true
+	case req.Wait:
+		val, err := v.encode()
+		if err != nil {
+			return stepAnswer{}, false, err
+		}
+		tx.ops = append(tx.ops, clientv3.OpPut(d.waiterKey(name, req.ID), val, clientv3.WithLease(tx.pool.id)))
+		a.res.Queued = true
+		a.res.RetryAfter = heads.occ.retryAfter()
+	default:
+		if len(heads.left) == 0 {
+			a.res.RetryAfter = heads.occ.retryAfter()
+		}
+	}
+	return a, false, nil
+}
+
+// freshPool returns the pool's lease for ttl, kept alive since start, so
+// that what is put on it now lasts a full TTL from now; retry reports that
+// the lease is gone.
+func (d *Driver) freshPool(ctx context.Context, start time.Time, ttl time.Duration) (*poolLease, bool, error) {
+	secs, _ := ttlSeconds(ttl)
+	pool, err := d.leases.get(ctx, secs)
+	if err != nil {
+		return nil, false, err
+	}
+	if !pool.sentSince(start) {
+		if ok, err := d.leases.keepAlive(ctx, pool.id, secs); err != nil || !ok {
+			d.leases.drop(pool)
+			return nil, err == nil, err
+		}
+	}
+	return pool, false, nil
+}
+
+// commitStep sends tx and returns the revision it wrote at; retry reports
+// that something the step read has changed, or that a lease it used is
+// gone: the step reads the name again.
+func (d *Driver) commitStep(ctx context.Context, tx *stepTxn) (rev int64, retry bool, err error) {
+	resp, err := d.cli.Txn(ctx).If(tx.cmps...).Then(tx.ops...).Commit()
+	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		// A place's lease expired after the read, or ours or the
+		// marker's vanished: read again.
+		if tx.marker != 0 {
+			d.markers.forget(tx.marker)
+		}
+		if tx.pool != nil {
+			d.leases.drop(tx.pool)
+		}
+		return 0, true, nil
+	}
+	if err != nil {
+		return 0, false, err
+	}
+	if !resp.Succeeded {
+		return 0, true, nil
+	}
+	return resp.Header.Revision, false, nil
 }
 
 // refusal is the error that refuses req, a request of an id that neither

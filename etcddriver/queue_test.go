@@ -119,7 +119,14 @@ func TestRWMutexAndSemaphore(t *testing.T) {
 	a, d := rootClient(t, cli)
 	b, _ := rootClient(t, cli)
 	w, _ := rootClient(t, cli)
+	checkRWMutex(t, d, a, b, w)
+	checkSemaphore(t, d, a, b, w)
+}
 
+// checkRWMutex: readers on a and b share and keep w's writer out, and the
+// writer, granted once both left, keeps readers out.
+func checkRWMutex(t *testing.T, d *Driver, a, b, w *dlock.Client) {
+	t.Helper()
 	const rw = "rw"
 	r1, err := a.RWMutex(rw).RLock(ctxT(t))
 	if err != nil {
@@ -171,7 +178,12 @@ func TestRWMutexAndSemaphore(t *testing.T) {
 	if err := wl.Unlock(ctxT(t)); err != nil {
 		t.Fatal(err)
 	}
+}
 
+// checkSemaphore: a and b hold the 2 permits, w's third waits in the queue
+// and is granted when one is released.
+func checkSemaphore(t *testing.T, d *Driver, a, b, w *dlock.Client) {
+	t.Helper()
 	const sem, n = "sem", 2
 	var held []*dlock.Lease
 	for _, c := range []*dlock.Client{a, b} {
