@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/dlockio/dlock"
-	"github.com/dlockio/dlock/driver"
 	"github.com/dlockio/dlock/internal/testkit/redisserver"
 	"github.com/dlockio/dlock/redisdriver"
 	"github.com/redis/go-redis/v9"
@@ -178,7 +177,7 @@ func fairWaiter(ctx context.Context, c *dlock.Client, key string, out chan<- fai
 }
 
 // waitWaiters waits until key has n waiters in the store.
-func waitWaiters(t *testing.T, q driver.Queuer, key string, n int) {
+func waitWaiters(t *testing.T, q *redisdriver.Driver, key string, n int) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
