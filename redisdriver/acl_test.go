@@ -66,23 +66,9 @@ func TestPublishedACLs(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	srv := redisserver.Start(t)
-	appDrv, err := redisdriver.New(aclUser(t, srv, "app", aclApp))
-	if err != nil {
-		t.Fatal(err)
-	}
-	app, err := dlock.New(appDrv)
-	if err != nil {
-		t.Fatal(err)
-	}
+	app := aclClient(t, srv, "app", aclApp)
 	defer app.Close()
-	roDrv, err := redisdriver.New(aclUser(t, srv, "ops", aclReadOnly))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ro, err := dlock.New(roDrv)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ro := aclClient(t, srv, "ops", aclReadOnly)
 	defer ro.Close()
 
 	held, err := app.Lock(ctx, "job")
@@ -109,6 +95,52 @@ func TestPublishedACLs(t *testing.T) {
 	if err != nil {
 		t.Fatalf("app LockAll: %v", err)
 	}
+	checkReadOnly(t, ctx, ro, held)
+
+	if err := held.Unlock(ctx); err != nil {
+		t.Fatalf("app Unlock (a hand-off): %v", err)
+	}
+	if err := <-waiter; err != nil {
+		t.Fatalf("app waiter: %v", err)
+	}
+	for _, l := range []interface{ Unlock(context.Context) error }{reader, permit, all} {
+		if err := l.Unlock(ctx); err != nil {
+			t.Fatalf("app Unlock: %v", err)
+		}
+	}
+	stuck, err := app.Lock(ctx, "stuck")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := app.ForceRelease(ctx, "stuck"); err != nil || !ok {
+		t.Fatalf("app ForceRelease: %v, %v", ok, err)
+	}
+	if err := stuck.Unlock(ctx); err == nil {
+		t.Fatal("Unlock after a forced release: nil, want ErrNotHeld")
+	}
+}
+
+// aclClient returns a dlock Client logged in to srv as user, made with
+// rules; the caller closes it.
+func aclClient(t *testing.T, srv *redisserver.Server, user, rules string) *dlock.Client {
+	t.Helper()
+	drv, err := redisdriver.New(aclUser(t, srv, user, rules))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := dlock.New(drv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// checkReadOnly checks what the read-only Client ro sees and may do while
+// the application holds job (held, with a waiter queued), a reader's
+// share of doc, a permit of pool, and a and b: it sees all of it and
+// changes nothing.
+func checkReadOnly(t *testing.T, ctx context.Context, ro *dlock.Client, held *dlock.Lease) {
+	t.Helper()
 	for {
 		q, ok, err := ro.InspectQueue(ctx, "job")
 		if err != nil {
@@ -133,27 +165,5 @@ func TestPublishedACLs(t *testing.T) {
 	}
 	if _, _, err := ro.ForceRelease(ctx, "job"); err == nil || !strings.Contains(err.Error(), "NOPERM") {
 		t.Fatalf("read-only ForceRelease: %v; want NOPERM", err)
-	}
-
-	if err := held.Unlock(ctx); err != nil {
-		t.Fatalf("app Unlock (a hand-off): %v", err)
-	}
-	if err := <-waiter; err != nil {
-		t.Fatalf("app waiter: %v", err)
-	}
-	for _, l := range []interface{ Unlock(context.Context) error }{reader, permit, all} {
-		if err := l.Unlock(ctx); err != nil {
-			t.Fatalf("app Unlock: %v", err)
-		}
-	}
-	stuck, err := app.Lock(ctx, "stuck")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, ok, err := app.ForceRelease(ctx, "stuck"); err != nil || !ok {
-		t.Fatalf("app ForceRelease: %v, %v", ok, err)
-	}
-	if err := stuck.Unlock(ctx); err == nil {
-		t.Fatal("Unlock after a forced release: nil, want ErrNotHeld")
 	}
 }
