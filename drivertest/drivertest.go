@@ -4,12 +4,14 @@
 // store (and, where it can, restarts that store); Run checks the promises
 // of package driver: exclusion, fencing-token order across every kind of
 // loss, idempotent retries after lost replies, batched renewal and release,
-// release notifications, deadline behaviour, and bad input.
+// release notifications, deadline behaviour, and bad input; and those of
+// the optional interfaces the driver implements (several locks at once,
+// inspection, the queue and its listing).
 //
 // The suite calls drivers directly, as dlock's engine does, and names every
 // lock after the subtest that uses it, so drivers sharing one store do not
 // collide. Most subtests run in parallel; those that restart the store run
-// alone. The whole suite takes a few seconds.
+// alone.
 package drivertest
 
 import (

@@ -120,8 +120,8 @@ func New(cli *clientv3.Client, opts ...Option) (*Driver, error) {
 // timeout. So ExpiryMargin is zero. Every call honours its context (gRPC
 // cancels the request), so the driver is ContextAware. Not
 // QueueByDefault: an uncontended acquisition through the queue takes 4
-// RPCs where a plain one takes 3, 1.4 times the time
-// (BenchmarkFairVersusPlain), so Lock stays plain unless WithFIFO.
+// RPCs where a plain one takes 3, and longer (BenchmarkFairVersusPlain,
+// docs/benchmarks.md), so Lock stays plain unless WithFIFO.
 func (d *Driver) Capabilities() driver.Capabilities {
 	return driver.Capabilities{
 		TTLUnit:      time.Second,

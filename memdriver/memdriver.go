@@ -1,13 +1,17 @@
 // Package memdriver is an in-memory dlock driver with the semantics of a
 // real store: locks expire by their TTL on an injectable clock, fencing
 // tokens strictly increase per key, retried requests are recognised, and
-// releases wake watchers from a goroutine of their own.
+// releases wake watchers from a goroutine of their own. Besides
+// driver.Driver it implements driver.Inspector, driver.MultiAcquirer,
+// driver.Queuer and driver.QueueLister, so every primitive of dlock runs
+// on it: the fair lock, RWMutex, Semaphore and LockAll.
 //
 // It is meant for tests: applications can unit-test their locking code
-// without a server (a Driver goes to dlock.New like any other), and the code above a driver (dlock's engine, or an
-// application's own wrapper) can be tested against store failures with
-// SetFault (the store fails or stalls before an operation) and
-// SetFaultAfter (the store applied the operation but its reply was lost).
+// without a server (a Driver goes to dlock.New like any other), and the
+// code above a driver (dlock's engine, or an application's own wrapper)
+// can be tested against store failures with SetFault (the store fails or
+// stalls before an operation) and SetFaultAfter (the store applied the
+// operation but its reply was lost).
 // Connect gives a second handle on the same store, as a second process
 // would have; Snapshot and Restart simulate a store that restarts empty or
 // from an older state.

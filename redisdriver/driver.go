@@ -19,9 +19,10 @@ import (
 const DefaultPrefix = "dlock:"
 
 // MaxBatch is the most requests one Renew or Release call should carry
-// (Capabilities.MaxBatch). A script runs alone on the server's one thread:
-// a thousand renewals take it about 1.5 ms, a pause other clients absorb;
-// much larger batches would stretch it.
+// (Capabilities.MaxBatch). A script runs alone on the server's one thread,
+// so every other client waits while a batch's script runs: a thousand
+// renewals are a pause they absorb (docs/benchmarks.md); much larger
+// batches would stretch it.
 const MaxBatch = 1000
 
 const (
@@ -128,8 +129,8 @@ func isNil(rdb redis.UniversalClient) bool {
 // when its context is cancelled (and without ContextTimeoutEnabled it
 // ignores deadlines as well), so the driver is not ContextAware. An
 // uncontended acquisition through the queue is the plain one's commands
-// in one call (enqueue.lua), 1.00 times its Redis time as measured
-// (docs/fair-lock.md), so Lock queues by default.
+// in one call (enqueue.lua) and costs the server what the plain one does
+// (docs/benchmarks.md), so Lock queues by default.
 func (d *Driver) Capabilities() driver.Capabilities {
 	return driver.Capabilities{
 		TTLUnit:        time.Millisecond,
