@@ -100,31 +100,20 @@ func TestCluster(t *testing.T) {
 // other Clients (grants are announced from the node of each key's slot).
 func TestClusterFairLock(t *testing.T) {
 	nodes := redisserver.StartCluster(t, 3)
-	a, drv := newClusterLocker(t, nodes)
+	a, _ := newClusterLocker(t, nodes)
 	b, _ := newClusterLocker(t, nodes)
 	ctx := ctxTimeout(t, 30*time.Second)
 	for i := range 10 {
 		key := fmt.Sprintf("fair:%d", i)
-		h, err := a.Lock(ctx, key, dlock.WithFIFO())
-		if err != nil {
-			t.Fatal(err)
+		h := got(t)(a.Lock(ctx, key, dlock.WithFIFO()))
+		ch := acquired(t, func() (*dlock.Lease, error) { return b.Lock(ctx, key, dlock.WithFIFO()) })
+		waitInQueue(t, a, key, 1)
+		unlock(t, h)
+		l := receive(t, ch, key+" waiter")
+		if l.Token() <= h.Token() {
+			t.Errorf("%s: token %d not above %d", key, l.Token(), h.Token())
 		}
-		out := make(chan fairResult, 1)
-		fairWaiter(ctx, b, key, out)
-		waitWaiters(t, drv, key, 1)
-		if err := h.Unlock(ctx); err != nil {
-			t.Fatal(err)
-		}
-		r := <-out
-		if r.err != nil {
-			t.Fatal(r.err)
-		}
-		if r.lease.Token() <= h.Token() {
-			t.Errorf("%s: token %d not above %d", key, r.lease.Token(), h.Token())
-		}
-		if err := r.lease.Unlock(ctx); err != nil {
-			t.Fatal(err)
-		}
+		unlock(t, l)
 	}
 }
 
@@ -159,38 +148,5 @@ func TestClusterRWMutexAndSemaphore(t *testing.T) {
 		p3 := receive(t, pch, sem+" waiter")
 		unlock(t, p2)
 		unlock(t, p3)
-	}
-}
-
-// fairResult is what a fairWaiter's Lock returned.
-type fairResult struct {
-	lease *dlock.Lease
-	err   error
-}
-
-// fairWaiter starts a Lock(WithFIFO) of key on c and reports on out.
-func fairWaiter(ctx context.Context, c *dlock.Client, key string, out chan<- fairResult) {
-	go func() {
-		l, err := c.Lock(ctx, key, dlock.WithFIFO())
-		out <- fairResult{l, err}
-	}()
-}
-
-// waitWaiters waits until key has n waiters in the store.
-func waitWaiters(t *testing.T, q *redisdriver.Driver, key string, n int) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		info, _, err := q.InspectQueue(context.Background(), key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(info.Waiters) == n {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%q: %d waiters after 10s, want %d", key, len(info.Waiters), n)
-		}
-		time.Sleep(2 * time.Millisecond)
 	}
 }
