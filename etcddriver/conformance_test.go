@@ -7,7 +7,7 @@ import (
 
 	"github.com/dlockio/dlock/driver"
 	"github.com/dlockio/dlock/drivertest"
-	"github.com/dlockio/dlock/internal/testkit/etcdserver"
+	"github.com/dlockio/dlock/etcddriver/internal/etcdserver"
 )
 
 // The suite against one real member, restarted with kill -9 from its data

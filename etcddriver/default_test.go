@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/dlockio/dlock"
-	"github.com/dlockio/dlock/internal/testkit/etcdserver"
+	"github.com/dlockio/dlock/etcddriver/internal/etcdserver"
 )
 
 // On etcd a Lock without options waits the plain way (the driver does not

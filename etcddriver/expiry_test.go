@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dlockio/dlock/internal/testkit/etcdserver"
+	"github.com/dlockio/dlock/etcddriver/internal/etcdserver"
 )
 
 // watchedNames is how many names d's expiry watch follows now.

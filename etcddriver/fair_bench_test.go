@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/dlockio/dlock"
-	"github.com/dlockio/dlock/internal/testkit/etcdserver"
+	"github.com/dlockio/dlock/etcddriver/internal/etcdserver"
 	"github.com/dlockio/dlock/internal/testkit/probe"
 )
 

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dlockio/dlock/internal/testkit/etcdserver"
+	"github.com/dlockio/dlock/etcddriver/internal/etcdserver"
 	"github.com/dlockio/dlock/internal/testkit/redisserver"
 )
 

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dlockio/dlock/internal/testkit/etcdserver"
+	"github.com/dlockio/dlock/etcddriver/internal/etcdserver"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/dlockio/dlock/driver"
-	"github.com/dlockio/dlock/internal/testkit/etcdserver"
+	"github.com/dlockio/dlock/etcddriver/internal/etcdserver"
 	"github.com/dlockio/dlock/internal/testkit/redisserver"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )

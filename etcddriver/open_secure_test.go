@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/dlockio/dlock"
-	"github.com/dlockio/dlock/internal/testkit/etcdserver"
+	"github.com/dlockio/dlock/etcddriver/internal/etcdserver"
 )
 
 // lockOnce opens spec, takes and releases one lock, and returns the first

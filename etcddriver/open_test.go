@@ -13,7 +13,7 @@ import (
 
 	"github.com/dlockio/dlock"
 	"github.com/dlockio/dlock/driver"
-	"github.com/dlockio/dlock/internal/testkit/etcdserver"
+	"github.com/dlockio/dlock/etcddriver/internal/etcdserver"
 )
 
 func TestParseEndpoints(t *testing.T) {

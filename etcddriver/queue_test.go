@@ -9,7 +9,7 @@ import (
 
 	"github.com/dlockio/dlock"
 	"github.com/dlockio/dlock/driver"
-	"github.com/dlockio/dlock/internal/testkit/etcdserver"
+	"github.com/dlockio/dlock/etcddriver/internal/etcdserver"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 

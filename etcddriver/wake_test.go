@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/dlockio/dlock"
-	"github.com/dlockio/dlock/internal/testkit/etcdserver"
+	"github.com/dlockio/dlock/etcddriver/internal/etcdserver"
 )
 
 // wakeBound is how soon after the event a woken waiter must hold the

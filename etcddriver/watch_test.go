@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dlockio/dlock/internal/testkit/etcdserver"
+	"github.com/dlockio/dlock/etcddriver/internal/etcdserver"
 )
 
 // A watch on a member that loses its quorum ends (the watches require a

@@ -12,4 +12,8 @@
 //
 // A missing PostgreSQL fails the test: it is never skipped, so a machine
 // without it cannot pass the suite by accident.
+//
+// It opens connections with database/sql's "pgx" driver, which the test
+// package registers (import _ "github.com/jackc/pgx/v5/stdlib"): pgx is a
+// dependency of the SQL modules only, never of the root module.
 package pgserver

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/dlockio/dlock/internal/testkit/serverproc"
-	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver
 )
 
 const (
