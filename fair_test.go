@@ -278,38 +278,6 @@ func TestFairLockHandoffHolderPaused(t *testing.T) {
 	proxy.Blackhole(false)
 }
 
-// On a 3-node Cluster, hand-offs of keys in many slots reach waiters on
-// other Clients (grants are announced from the node of each key's slot).
-func TestFairLockCluster(t *testing.T) {
-	nodes := redisserver.StartCluster(t, 3)
-	a, drv := newClusterLocker(t, nodes)
-	b, _ := newClusterLocker(t, nodes)
-	ctx := ctxTimeout(t, 30*time.Second)
-	for i := range 10 {
-		key := fmt.Sprintf("fair:%d", i)
-		h, err := a.Lock(ctx, key, dlock.WithFIFO())
-		if err != nil {
-			t.Fatal(err)
-		}
-		out := make(chan fairResult, 1)
-		fairWaiter(ctx, b, key, 1, out)
-		waitWaiters(t, drv, key, 1)
-		if err := h.Unlock(ctx); err != nil {
-			t.Fatal(err)
-		}
-		r := <-out
-		if r.err != nil {
-			t.Fatal(r.err)
-		}
-		if r.lease.Token() <= h.Token() {
-			t.Errorf("%s: token %d not above %d", key, r.lease.Token(), h.Token())
-		}
-		if err := r.lease.Unlock(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
 // Fair and plain acquisitions of one key exclude each other; a plain
 // TryLock never takes a key ahead of its queued waiters.
 func TestFairLockWithPlainLock(t *testing.T) {

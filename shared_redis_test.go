@@ -2,7 +2,6 @@ package dlock_test
 
 import (
 	"errors"
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -268,36 +267,3 @@ func TestRedisSemaphoreSurvivesRestart(t *testing.T) {
 	}
 }
 
-// On a 3-node Cluster: readers share and exclude a writer, permits are
-// counted, and waiters are woken, on names spread over the slots.
-func TestClusterRWMutexAndSemaphore(t *testing.T) {
-	nodes := redisserver.StartCluster(t, 3)
-	a, _ := newClusterLocker(t, nodes)
-	b, _ := newClusterLocker(t, nodes)
-	ctx := ctxTimeout(t, 30*time.Second)
-	for i := range 6 {
-		rw := fmt.Sprintf("rw:%d", i)
-		r1 := got(t)(a.RWMutex(rw).RLock(ctx))
-		r2 := got(t)(b.RWMutex(rw).RLock(ctx))
-		if _, err := b.RWMutex(rw).TryLock(ctx); !errors.Is(err, dlock.ErrNotAcquired) {
-			t.Fatalf("%s: TryLock under readers: %v", rw, err)
-		}
-		wch := acquired(t, func() (*dlock.Lease, error) { return b.RWMutex(rw).Lock(ctx) })
-		unlock(t, r1)
-		notYet(t, wch, rw+" writer")
-		unlock(t, r2)
-		unlock(t, receive(t, wch, rw+" writer"))
-
-		sem := fmt.Sprintf("sem:%d", i)
-		p1 := got(t)(a.Semaphore(sem, 2).Acquire(ctx))
-		p2 := got(t)(b.Semaphore(sem, 2).Acquire(ctx))
-		if _, err := a.Semaphore(sem, 2).TryAcquire(ctx); !errors.Is(err, dlock.ErrNotAcquired) {
-			t.Fatalf("%s: third permit: %v", sem, err)
-		}
-		pch := acquired(t, func() (*dlock.Lease, error) { return a.Semaphore(sem, 2).Acquire(ctx) })
-		unlock(t, p1)
-		p3 := receive(t, pch, sem+" waiter")
-		unlock(t, p2)
-		unlock(t, p3)
-	}
-}
