@@ -10,15 +10,16 @@ replace (
 replace github.com/dlockio/dlock/etcddriver => ../../etcddriver
 
 require (
+	github.com/alicebob/miniredis/v2 v2.40.0
 	github.com/dlockio/dlock v0.0.0-00010101000000-000000000000
 	github.com/dlockio/dlock/etcddriver v0.0.0-00010101000000-000000000000
 	github.com/dlockio/dlock/prometheus v0.0.0-00010101000000-000000000000
 	github.com/prometheus/client_golang v1.25.0
 	github.com/redis/go-redis/v9 v9.22.0
+	go.uber.org/goleak v1.3.0
 )
 
 require (
-	github.com/alicebob/miniredis/v2 v2.40.0 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/coreos/go-semver v0.3.1 // indirect

@@ -10,8 +10,8 @@ import (
 	"os"
 
 	dl "github.com/dlockio/dlock"
+	"github.com/dlockio/dlock/cmd/dlock/internal/cli"
 	"github.com/dlockio/dlock/etcddriver"
-	"github.com/dlockio/dlock/internal/cli"
 	dlockprom "github.com/dlockio/dlock/prometheus"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"

@@ -6,7 +6,7 @@ import (
 	"math"
 	"time"
 
-	"github.com/dlockio/dlock/internal/cli/demo"
+	"github.com/dlockio/dlock/cmd/dlock/internal/cli/demo"
 )
 
 const demoUsage = `Usage: dlock demo [--redis URL] [--workers N] [--orders N] [--ttl D] [--json]
