@@ -266,4 +266,3 @@ func TestRedisSemaphoreSurvivesRestart(t *testing.T) {
 		})
 	}
 }
-
