@@ -1,16 +1,19 @@
-package pgserver
+package sqlonce_test
 
 import (
 	"context"
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/dlockio/dlock/internal/testkit/pgserver"
 )
 
-// TestStartRestartKill: data committed before a stop or a kill is there
+// TestPGServerStartRestartKill: the test kit itself (internal/testkit/pgserver, whose module has no
+// PostgreSQL driver): data committed before a stop or a kill is there
 // after the restart, on the same port; while stopped, queries fail.
-func TestStartRestartKill(t *testing.T) {
-	s := Start(t)
+func TestPGServerStartRestartKill(t *testing.T) {
+	s := pgserver.Start(t)
 	db := s.Open(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -58,9 +61,9 @@ func TestStartRestartKill(t *testing.T) {
 	}
 }
 
-// TestTwoServers: servers of two tests do not share anything.
-func TestTwoServers(t *testing.T) {
-	a, b := Start(t), Start(t)
+// TestPGServerTwoServers: servers of two tests do not share anything.
+func TestPGServerTwoServers(t *testing.T) {
+	a, b := pgserver.Start(t), pgserver.Start(t)
 	if a.Port() == b.Port() {
 		t.Fatal("two servers on one port")
 	}
