@@ -145,7 +145,7 @@ func (c *Client) lock(ctx context.Context, key string, opts []LockOption, try bo
 // newLease wraps a new acquisition; head is the innermost mark of the
 // ctx it was taken with.
 func (c *Client) newLease(h *engine.Hold, owner Owner, head *mark, lc lockConfig) *Lease {
-	l := &Lease{h: h, c: c, owner: owner}
+	l := &Lease{lease[*engine.Hold]{a: h, c: c, owner: owner}}
 	l.m = mark{c: c, parent: head, lease: l, noReentry: lc.noReentry}
 	return l
 }

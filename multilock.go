@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"time"
 
 	"github.com/dlockio/dlock/driver"
 	"github.com/dlockio/dlock/internal/engine"
@@ -91,7 +90,7 @@ func (c *Client) prepareAll(ctx context.Context, keys []string, opts []LockOptio
 }
 
 func (c *Client) newMultiLease(g *engine.Group, reqs []driver.AcquireRequest, head *mark, lc lockConfig) *MultiLease {
-	m := &MultiLease{g: g, c: c, keys: keysOf(reqs), owner: reqs[0].Owner}
+	m := &MultiLease{lease: lease[*engine.Group]{a: g, c: c, owner: reqs[0].Owner}, keys: keysOf(reqs)}
 	m.m = mark{c: c, parent: head, multi: m, noReentry: lc.noReentry}
 	return m
 }
@@ -107,19 +106,16 @@ func keysOf(reqs []driver.AcquireRequest) []string {
 // MultiLease is one acquisition of several locks, taken together by
 // LockAll or TryLockAll and held as one: it ends when any of its locks is
 // lost (the others are then released in the background), when it is
-// unlocked, or when its Client is closed. Done, Context and Err behave as
-// a Lease's; each lock has its own fencing token.
+// unlocked, or when its Client is closed. Done, Context, Err and Unlock
+// are a Lease's; each lock has its own fencing token.
 //
 // A Lock or TryLock of one of its keys under its Context is a nested hold
 // of that key, as under a Lease.
 //
 // A MultiLease is safe for concurrent use.
 type MultiLease struct {
-	g     *engine.Group
-	c     *Client
-	keys  []string // sorted, as the holds
-	owner Owner
-	m     mark
+	lease[*engine.Group]
+	keys []string // sorted, as the holds
 }
 
 // Keys returns the lock names, sorted.
@@ -137,50 +133,15 @@ func (m *MultiLease) Token(key string) uint64 {
 // Tokens returns the fencing token of every lock, by key.
 func (m *MultiLease) Tokens() map[string]uint64 {
 	t := make(map[string]uint64, len(m.keys))
-	for _, h := range m.g.Holds() {
+	for _, h := range m.a.Holds() {
 		t[h.Key()] = h.Token()
 	}
 	return t
 }
 
-// TTL returns the locks' time-to-live in the store.
-func (m *MultiLease) TTL() time.Duration { return m.g.Holds()[0].TTL() }
-
-// Owner returns the owner metadata stored with every lock.
-func (m *MultiLease) Owner() Owner { return m.owner }
-
-// Deadline returns the earliest validity deadline of the locks: the lease
-// ends then unless renewals move it.
-func (m *MultiLease) Deadline() time.Time { return m.g.Deadline() }
-
-// Done returns a channel closed when the lease ends.
-func (m *MultiLease) Done() <-chan struct{} { return m.g.Done() }
-
-// Context returns a context that ends with the lease (cause: Err). It
-// carries the values of the context passed to LockAll, but not its
-// cancellation.
-func (m *MultiLease) Context() context.Context { return leaseContext[*MultiLease]{m} }
-
-// Err returns nil while every lock is held, else why the lease ended: as
-// Lease.Err, for the first of its locks that ended.
-func (m *MultiLease) Err() error { return m.g.Err() }
-
-// Holds returns 1 plus the nested holds under the lease not yet unlocked,
-// or 0 once it ended.
-func (m *MultiLease) Holds() int { return m.m.holds() }
-
-// Unlock releases every lock still held, in one round trip per store node
-// (one, usually), and ends the lease either way. Its answers are
-// Lease.Unlock's: nil when every lock was released, ErrNotHeld (naming the
-// keys) when some had been lost — the others are released all the same —
-// a backend or ctx error after which the releases are also made in the
-// background and calling again retries. Repeated calls after nil or
-// ErrNotHeld return the same answer without a round trip.
-func (m *MultiLease) Unlock(ctx context.Context) error { return m.c.e.ReleaseGroup(ctx, m.g) }
-
 func (m *MultiLease) holdFor(key string) *engine.Hold {
 	if i, ok := slices.BinarySearch(m.keys, key); ok {
-		return m.g.Holds()[i]
+		return m.a.Holds()[i]
 	}
 	return nil
 }

@@ -67,8 +67,8 @@ func marks(ctx context.Context) *mark {
 // holdFor returns the hold of key if m's lease covers key.
 func (m *mark) holdFor(key string) *engine.Hold {
 	if m.lease != nil {
-		if m.lease.h.Key() == key {
-			return m.lease.h
+		if m.lease.a.Key() == key {
+			return m.lease.a
 		}
 		return nil
 	}
@@ -84,7 +84,7 @@ func (m *mark) context() context.Context {
 
 func (m *mark) err() error {
 	if m.lease != nil {
-		return m.lease.h.Err()
+		return m.lease.a.Err()
 	}
 	return m.multi.Err()
 }
@@ -141,7 +141,7 @@ func (c *Client) reenter(ctx context.Context, head *mark, key string, lc lockCon
 	// hold ends with it, in the same call, with the same cause.
 	n.ctx, n.cancel = context.WithCancelCause(m.context())
 	m.nested.Add(1)
-	return &Lease{h: h, c: c, owner: m.owner(), nest: n}, true, nil
+	return &Lease{lease[*engine.Hold]{a: h, c: c, owner: m.owner(), nest: n}}, true, nil
 }
 
 // nested is the state of a nested hold.
@@ -198,28 +198,17 @@ func (n *nested) unlock(ctx context.Context) error {
 // context of the acquisition, carrying the mark that Lock under it finds
 // (see marks). Generic, so that it stays one pointer wide and returning it
 // allocates nothing.
-type leaseContext[L marked] struct{ l L }
+type leaseContext[A acquisition] struct{ l *lease[A] }
 
-// marked is what a leaseContext asks of a Lease or a MultiLease.
-type marked interface {
-	acquisition() context.Context // the engine's Hold or Group context
-	mark() *mark
-}
+func (c leaseContext[A]) Deadline() (time.Time, bool) { return time.Time{}, false }
+func (c leaseContext[A]) Done() <-chan struct{}       { return c.l.a.Context().Done() }
+func (c leaseContext[A]) Err() error                  { return c.l.a.Context().Err() }
 
-func (l *Lease) acquisition() context.Context      { return l.h.Context() }
-func (l *Lease) mark() *mark                       { return &l.m }
-func (m *MultiLease) acquisition() context.Context { return m.g.Context() }
-func (m *MultiLease) mark() *mark                  { return &m.m }
-
-func (c leaseContext[L]) Deadline() (time.Time, bool) { return time.Time{}, false }
-func (c leaseContext[L]) Done() <-chan struct{}       { return c.l.acquisition().Done() }
-func (c leaseContext[L]) Err() error                  { return c.l.acquisition().Err() }
-
-func (c leaseContext[L]) Value(key any) any {
+func (c leaseContext[A]) Value(key any) any {
 	if _, ok := key.(markKey); ok {
-		return c.l.mark()
+		return &c.l.m
 	}
-	return c.l.acquisition().Value(key)
+	return c.l.a.Context().Value(key)
 }
 
 // nestedContext is a nested hold's Context: a child of the outer lease's

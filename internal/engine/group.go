@@ -43,6 +43,9 @@ func (e *Engine) newGroup(ctx context.Context, n int) *Group {
 // Holds returns the group's holds, in the order of the request.
 func (g *Group) Holds() []*Hold { return g.holds }
 
+// TTL returns the holds' time-to-live in the store (one TTL for all).
+func (g *Group) TTL() time.Duration { return g.holds[0].TTL() }
+
 // Done returns a channel closed when the group ends.
 func (g *Group) Done() <-chan struct{} { return g.inner.Done() }
 
