@@ -38,72 +38,103 @@ func (r *incidentRun) replay(ctx context.Context, order string) error {
 		return err
 	}
 	defer b.lock.close()
-
-	aHolds := make(chan struct{}) // A has the lock: B's delivery arrives
-	var holdsOnce sync.Once
-	letBGo := func() { holdsOnce.Do(func() { close(aHolds) }) }
-	bDone := make(chan struct{}) // B is done (bOut is set): A may wake up
-	var bOut outcome
-	var bErr error
-	go func() {
-		defer close(bDone)
-		select {
-		case <-aHolds:
-		case <-ctx.Done():
-			bErr = ctx.Err()
-			return
-		}
-		// A redelivery whose handler lost its own lease on the way (a slow
-		// machine) is delivered again.
-		for range 5 {
-			if bOut, bErr = r.process(ctx, b, order, nil); bErr != nil || bOut != skipped {
-				return
-			}
-		}
-	}()
-	bFirst := false
-	pause := func(lease *dlock.Lease) {
-		letBGo()
-		// Frozen like a stop-the-world pause: no renewal gets out, so the
-		// lock expires in Redis and B takes over. A thaws once B is done
-		// (or after a bound, if B never could).
-		r.count(func(c *IncidentColumn) { c.Paused++ })
-		r.p.printf("%s: %s: A freezes right before its charge (token %d)", r.label, order, lease.Token())
-		freezeUntil(ctx, a.gate, bDone, 20*r.ttl)
-		select {
-		case <-bDone:
-			bFirst = bOut == charged
-		default:
-		}
-	}
-	// A too retries a delivery whose lease it lost before its pause (on a
-	// slow machine); B waits for A's pause meanwhile.
-	var aOut outcome
-	for range 5 {
-		if aOut, err = r.process(ctx, a, order, pause); err != nil || aOut != skipped {
-			break
-		}
-	}
-	letBGo() // in case A never reached its pause
-	<-bDone
+	rp := &replayPair{r: r, order: order, a: a, b: b, aHolds: make(chan struct{}), bDone: make(chan struct{})}
+	go rp.runB(ctx)
+	aOut, err := rp.runA(ctx)
+	rp.letBGo() // in case A never reached its pause
+	<-rp.bDone
 	if err != nil {
 		return err
 	}
-	if bErr != nil {
-		return bErr
+	if rp.bErr != nil {
+		return rp.bErr
 	}
 	switch {
 	case aOut == refused:
 		r.count(func(c *IncidentColumn) { c.StaleRejected++ })
-	case aOut == charged && bFirst:
+	case aOut == charged && rp.bFirst:
 		r.p.printf("%s: %s: A woke up and charged the order again", r.label, order)
 		r.count(func(c *IncidentColumn) { c.StaleAccepted++ })
 	}
-	n, err := a.store.(chargeCounter).charges(ctx, order)
+	if err := r.tally(ctx, a, order); err != nil {
+		return err
+	}
+	return r.removeOrder(ctx, b, order)
+}
+
+// replayPair is one replay's two instances and the hand-offs between
+// them: B's delivery arrives once A holds the lock (aHolds), and A thaws
+// once B is done (bDone, after which bOut and bErr are B's results).
+type replayPair struct {
+	r      *incidentRun
+	order  string
+	a, b   *incidentInstance
+	aHolds chan struct{}
+	once   sync.Once
+	bDone  chan struct{}
+	bOut   outcome
+	bErr   error
+	bFirst bool // B charged before A thawed; A's goroutine only
+}
+
+// letBGo lets B's delivery arrive; it may be called more than once.
+func (rp *replayPair) letBGo() { rp.once.Do(func() { close(rp.aHolds) }) }
+
+// runB is B's side: the redelivery, once A holds the lock.
+func (rp *replayPair) runB(ctx context.Context) {
+	defer close(rp.bDone)
+	select {
+	case <-rp.aHolds:
+	case <-ctx.Done():
+		rp.bErr = ctx.Err()
+		return
+	}
+	// A redelivery whose handler lost its own lease on the way (a slow
+	// machine) is delivered again.
+	for range 5 {
+		if rp.bOut, rp.bErr = rp.r.process(ctx, rp.b, rp.order, nil); rp.bErr != nil || rp.bOut != skipped {
+			return
+		}
+	}
+}
+
+// runA is A's side: the first delivery, which freezes before its charge.
+// A too retries a delivery whose lease it lost before its pause (on a
+// slow machine); B waits for A's pause meanwhile.
+func (rp *replayPair) runA(ctx context.Context) (out outcome, err error) {
+	pause := func(lease *dlock.Lease) { rp.pause(ctx, lease) }
+	for range 5 {
+		if out, err = rp.r.process(ctx, rp.a, rp.order, pause); err != nil || out != skipped {
+			break
+		}
+	}
+	return out, err
+}
+
+// pause is A's freeze, like a stop-the-world pause: no renewal gets out,
+// so the lock expires in Redis and B takes over. A thaws once B is done
+// (or after a bound, if B never could).
+func (rp *replayPair) pause(ctx context.Context, lease *dlock.Lease) {
+	r := rp.r
+	rp.letBGo()
+	r.count(func(c *IncidentColumn) { c.Paused++ })
+	r.p.printf("%s: %s: A freezes right before its charge (token %d)", r.label, rp.order, lease.Token())
+	freezeUntil(ctx, rp.a.gate, rp.bDone, 20*r.ttl)
+	select {
+	case <-rp.bDone:
+		rp.bFirst = rp.bOut == charged
+	default:
+	}
+}
+
+// tally counts what the store ended up with for order: the charges, and
+// the completion record of the strategies that keep one.
+func (r *incidentRun) tally(ctx context.Context, in *incidentInstance, order string) error {
+	n, err := in.store.(chargeCounter).charges(ctx, order)
 	if err != nil {
 		return err
 	}
-	if rc, ok := a.store.(recordChecker); ok {
+	if rc, ok := in.store.(recordChecker); ok {
 		stored, err := rc.completed(ctx, order)
 		if err != nil {
 			return err
@@ -120,14 +151,18 @@ func (r *incidentRun) replay(ctx context.Context, order string) error {
 			c.ChargedTwice++
 		}
 	})
-	// Remove the order's keys, its fence key included (its name does not
-	// start with the run's prefix, so Run's clean-up would miss it).
+	return nil
+}
+
+// removeOrder removes the order's keys, its fence key included (its name
+// does not start with the run's prefix, so Run's clean-up would miss it).
+func (r *incidentRun) removeOrder(ctx context.Context, in *incidentInstance, order string) error {
 	key := lockOnlyStore{prefix: r.prefix}.key(order)
 	fk, err := redisfence.FenceKey(key)
 	if err != nil {
 		return err
 	}
-	return b.rdb.Del(ctx, key, fk).Err()
+	return in.rdb.Del(ctx, key, fk).Err()
 }
 
 // process is an instance's handling of one delivery: lock, check, work,
