@@ -54,94 +54,151 @@ func main() {
 	}
 }
 
-func run() error {
-	var (
-		duration   = flag.Duration("duration", 5*time.Second, "measured time per peer and cycle workload, split into rounds")
-		rounds     = flag.Int("rounds", 10, "interleaved rounds per cycle workload")
-		workloads  = flag.String("workloads", "serial,uncontended,handoff,contended,held", "comma-separated workloads to run (also: rwlock, semaphore)")
-		peersFlag  = flag.String("peers", "dlock,dlock-plain,raw,redislock,redsync,rueidislock,etcd,dlock-etcd", "comma-separated peers to run")
-		smoke      = flag.Bool("smoke", false, "run every workload briefly with small lease counts (for CI)")
-		redisAddr  = flag.String("redis", "", "use this Redis server (host:port; it is flushed) instead of starting one")
-		ttl        = flag.Duration("ttl", 10*time.Second, "lock TTL in the cycle workloads")
-		retry      = flag.Duration("retry", 10*time.Millisecond, "retry delay of polling peers")
-		heldN      = flag.String("held-n", "10000,100000", "comma-separated lease counts of the held workload")
-		heldTTL    = flag.Duration("held-ttl", 30*time.Second, "lease TTL in the held workload (renewed every TTL/3)")
-		heldWindow = flag.Duration("held-window", 30*time.Second, "how long the held workload keeps its leases")
-		cpuProfile = flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
-	)
+// options are bench's command-line flags.
+type options struct {
+	duration, ttl, retry, heldTTL, heldWindow time.Duration
+	rounds                                    int
+	workloads, peers, heldN                   string
+	redisAddr, cpuProfile                     string
+}
+
+func parseOptions() options {
+	var o options
+	flag.DurationVar(&o.duration, "duration", 5*time.Second, "measured time per peer and cycle workload, split into rounds")
+	flag.IntVar(&o.rounds, "rounds", 10, "interleaved rounds per cycle workload")
+	flag.StringVar(&o.workloads, "workloads", "serial,uncontended,handoff,contended,held", "comma-separated workloads to run (also: rwlock, semaphore)")
+	flag.StringVar(&o.peers, "peers", "dlock,dlock-plain,raw,redislock,redsync,rueidislock,etcd,dlock-etcd", "comma-separated peers to run")
+	smoke := flag.Bool("smoke", false, "run every workload briefly with small lease counts (for CI)")
+	flag.StringVar(&o.redisAddr, "redis", "", "use this Redis server (host:port; it is flushed) instead of starting one")
+	flag.DurationVar(&o.ttl, "ttl", 10*time.Second, "lock TTL in the cycle workloads")
+	flag.DurationVar(&o.retry, "retry", 10*time.Millisecond, "retry delay of polling peers")
+	flag.StringVar(&o.heldN, "held-n", "10000,100000", "comma-separated lease counts of the held workload")
+	flag.DurationVar(&o.heldTTL, "held-ttl", 30*time.Second, "lease TTL in the held workload (renewed every TTL/3)")
+	flag.DurationVar(&o.heldWindow, "held-window", 30*time.Second, "how long the held workload keeps its leases")
+	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
 	flag.Parse()
 	if *smoke {
-		*duration, *rounds, *heldN, *heldTTL, *heldWindow = 200*time.Millisecond, 1, "200,1000", 600*time.Millisecond, time.Second
+		o.duration, o.rounds, o.heldN, o.heldTTL, o.heldWindow = 200*time.Millisecond, 1, "200,1000", 600*time.Millisecond, time.Second
 	}
+	return o
+}
+
+func run() error {
+	o := parseOptions()
+	b, peers, wanted, err := newBench(o)
+	if err != nil {
+		return err
+	}
+	peers, notes, stop, err := b.startServers(o.redisAddr, peers)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	b.reset()
+	if o.cpuProfile != "" {
+		stopProfile, err := startProfile(o.cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer stopProfile()
+	}
+	b.runWorkloads(os.Stdout, peers, wanted, notes, o.retry)
+	return nil
+}
+
+// newBench checks o's lists and returns the bench they describe, with
+// its peers and the names of its workloads.
+func newBench(o options) (*bench, []peer, []string, error) {
 	b := &bench{
-		env:      env{ttl: *ttl, retryDelay: *retry},
-		duration: *duration, rounds: max(1, *rounds), heldTTL: *heldTTL, heldWindow: *heldWindow,
+		env:      env{ttl: o.ttl, retryDelay: o.retry},
+		duration: o.duration, rounds: max(1, o.rounds), heldTTL: o.heldTTL, heldWindow: o.heldWindow,
 		log:     os.Stderr,
 		results: make(map[string]map[string]cycleResult),
 		held:    make(map[string]map[int]heldResult),
 	}
-	for _, s := range splitList(*heldN) {
+	for _, s := range splitList(o.heldN) {
 		n, err := strconv.Atoi(s)
 		if err != nil || n <= 0 {
-			return fmt.Errorf("bad -held-n entry %q", s)
+			return nil, nil, nil, fmt.Errorf("bad -held-n entry %q", s)
 		}
 		b.heldCounts = append(b.heldCounts, n)
 	}
-	peers, err := selectPeers(splitList(*peersFlag))
+	peers, err := selectPeers(splitList(o.peers))
 	if err != nil {
-		return err
+		return nil, nil, nil, err
 	}
-	wanted := splitList(*workloads)
+	wanted := splitList(o.workloads)
 	for _, w := range wanted {
 		if w != "held" && !slices.Contains(sharedWorkloads, w) && !slices.ContainsFunc(cycleWorkloads, func(s cycleSpec) bool { return s.name == w }) {
-			return fmt.Errorf("unknown workload %q", w)
+			return nil, nil, nil, fmt.Errorf("unknown workload %q", w)
 		}
 	}
+	return b, peers, wanted, nil
+}
 
-	b.redisAddr = *redisAddr
+// startServers starts redis-server, unless redisAddr names one, and etcd
+// when a peer needs it. Without etcd its peers are dropped, with a note
+// for the report saying why. stop stops what was started, in reverse
+// order.
+func (b *bench) startServers(redisAddr string, peers []peer) (_ []peer, notes []string, stop func(), err error) {
+	var stops []func()
+	stop = func() {
+		for _, f := range slices.Backward(stops) {
+			f()
+		}
+	}
+	b.redisAddr = redisAddr
 	if b.redisAddr == "" {
 		srv, err := startRedis()
 		if err != nil {
-			return err
+			return nil, nil, nil, err
 		}
-		defer srv.stop()
+		stops = append(stops, srv.stop)
 		stopOnSignal(srv)
 		b.redisAddr = srv.addr
 	}
 	b.admin = redis.NewClient(&redis.Options{Addr: b.redisAddr})
-	defer b.admin.Close()
-	var notes []string
-	if slices.ContainsFunc(peers, func(p peer) bool { return p.etcd }) {
-		srv, err := startEtcd()
-		switch {
-		case err != nil:
-			notes = append(notes, fmt.Sprintf("etcd peers skipped: etcd did not start: %v", err))
-		case srv == nil:
-			notes = append(notes, "etcd peers skipped: no etcd binary found")
-		default:
-			defer srv.stop()
-			stopOnSignal(srv)
-			b.etcd, b.etcdAddr = srv, srv.addr
-		}
-		if b.etcd == nil {
-			peers = slices.DeleteFunc(peers, func(p peer) bool { return p.etcd })
-		}
+	stops = append(stops, func() { _ = b.admin.Close() })
+	if !slices.ContainsFunc(peers, func(p peer) bool { return p.etcd }) {
+		return peers, nil, stop, nil
 	}
-	b.reset()
-
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
+	srv, err := startEtcd()
+	switch {
+	case err != nil:
+		notes = append(notes, fmt.Sprintf("etcd peers skipped: etcd did not start: %v", err))
+	case srv == nil:
+		notes = append(notes, "etcd peers skipped: no etcd binary found")
+	default:
+		stops = append(stops, srv.stop)
+		stopOnSignal(srv)
+		b.etcd, b.etcdAddr = srv, srv.addr
 	}
+	if b.etcd == nil {
+		peers = slices.DeleteFunc(peers, func(p peer) bool { return p.etcd })
+	}
+	return peers, notes, stop, nil
+}
 
-	out := os.Stdout
+// startProfile writes a CPU profile to path until the returned function
+// is called.
+func startProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		_ = f.Close()
+	}, nil
+}
+
+// runWorkloads runs the wanted workloads and writes their tables to out,
+// after the report's header and before its targets.
+func (b *bench) runWorkloads(out io.Writer, peers []peer, wanted, notes []string, retry time.Duration) {
 	b.header(out, peers, os.Args[1:], notes)
 	for _, spec := range cycleWorkloads {
 		if slices.Contains(wanted, spec.name) {
@@ -157,13 +214,12 @@ func run() error {
 	}
 	// shared.go: dlock against its raw Lua baseline, whatever -peers says.
 	if slices.Contains(wanted, "rwlock") {
-		b.runRWWorkload(sharedPeers(*retry)).write(out)
+		b.runRWWorkload(sharedPeers(retry)).write(out)
 	}
 	if slices.Contains(wanted, "semaphore") {
-		b.runSemWorkload(sharedPeers(*retry)).write(out)
+		b.runSemWorkload(sharedPeers(retry)).write(out)
 	}
 	b.targets(out)
-	return nil
 }
 
 func splitList(s string) []string {
