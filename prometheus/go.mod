@@ -7,7 +7,7 @@ replace github.com/dlockio/dlock => ../
 require (
 	github.com/dlockio/dlock v0.0.0-00010101000000-000000000000
 	github.com/prometheus/client_golang v1.25.0
-	github.com/redis/go-redis/v9 v9.22.0
+	github.com/redis/go-redis/v9 v9.23.0
 )
 
 require (
