@@ -1,13 +1,20 @@
 package dlock_test
 
 import (
-	"fmt"
+	"regexp"
+	"testing"
 
 	"github.com/dlockio/dlock"
 )
 
-// The module's version, as the dlock command reports it.
-func ExampleVersion() {
-	fmt.Println("dlock", dlock.Version)
-	// Output: dlock 0.1.0
+// semver is a semantic version without the tag's "v": MAJOR.MINOR.PATCH,
+// an optional pre-release and optional build metadata.
+var semver = regexp.MustCompile(`^(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)(-[0-9A-Za-z-]+(\.[0-9A-Za-z-]+)*)?(\+[0-9A-Za-z-]+(\.[0-9A-Za-z-]+)*)?$`)
+
+// The version changes with every release (scripts/release writes it), so
+// the test checks its form, not its value.
+func TestVersionIsSemantic(t *testing.T) {
+	if !semver.MatchString(dlock.Version) {
+		t.Errorf("Version %q is not a semantic version without a leading v", dlock.Version)
+	}
 }
