@@ -32,14 +32,7 @@ type supervisor struct {
 
 // run runs argv under the lease and decides the exit status.
 func (sv *supervisor) run() error {
-	env, lease, argv, grace, sigs := sv.env, sv.lease, sv.argv, sv.grace, sv.sigs
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = env.Stdin, env.Stdout, env.Stderr
-	cmd.Env = append(withoutVariables(os.Environ(), sv.dropEnv),
-		"DLOCK_KEY="+lease.Key(),
-		"DLOCK_TOKEN="+strconv.FormatUint(lease.Token(), 10))
-	setProcessGroup(cmd)
-	killWithParent(cmd)
+	cmd := sv.command()
 	// In a terminal's foreground, COMMAND's group takes the terminal as it
 	// starts, so that it can read it and gets Ctrl-C and Ctrl-Z itself.
 	term := openTerminal()
@@ -62,148 +55,221 @@ func (sv *supervisor) run() error {
 			term.restore()
 		}
 		watch.stop()
-		releaseLease(lease)
+		releaseLease(sv.lease)
 		code := ExitCannotExec
 		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
 			code = ExitNotFound
 		}
-		return &exitError{code: code, err: fmt.Errorf("cannot run %s: %w", argv[0], err)}
+		return &exitError{code: code, err: fmt.Errorf("cannot run %s: %w", sv.argv[0], err)}
 	}
-	pgid := cmd.Process.Pid
+	g := &supervision{sv: sv, term: term, pgid: cmd.Process.Pid, leaseDone: sv.lease.Done()}
+	defer g.stopTimers()
 	if inForeground {
-		term.gaveTo(pgid)
+		term.gaveTo(g.pgid)
 	}
-	watch.watch(pgid)
+	watch.watch(g.pgid)
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
-
-	leaseDone := lease.Done()
-	var kill *time.Timer
-	var killC <-chan time.Time
-	var killAt time.Time
-	var waitErr error
-	// stoppedByDlock: dlock stopped the group itself (Ctrl-Z) and resumes
-	// it on SIGCONT. giveUp: COMMAND was stopped by something else and no
-	// terminal can bring it back; it is ended (givenUp) if still stopped a
-	// TTL later.
-	stoppedByDlock, givenUp := false, false
-	var giveUp *time.Timer
-	var giveUpC <-chan time.Time
-	stopGiveUp := func() {
-		if giveUp != nil {
-			giveUp.Stop()
-			giveUp, giveUpC = nil, nil
-		}
-	}
-	defer func() {
-		if kill != nil {
-			kill.Stop()
-		}
-		stopGiveUp()
-	}()
-	stopAll := func() {
-		// Stopped, dlock cannot renew: the lock may expire, but COMMAND
-		// is stopped too and cannot work unlocked.
-		stoppedByDlock = true
-		stopGiveUp()
-		term.reclaim()
-		stopGroupAndSelf(pgid)
-	}
-loop:
-	for {
-		select {
-		case sig := <-sigs:
-			signalGroup(pgid, sig)
-			if commandExited(pgid) {
-				sv.lateSig = sig
-			}
-		case sig := <-jobs:
-			switch {
-			case isStop(sig):
-				stopAll()
-			case lease.Err() == nil && time.Now().Before(lease.Deadline()):
-				// Resumed: COMMAND resumes only if the lock is still ours
-				// (if not, the loss below ends it), with the terminal if
-				// dlock was resumed in the foreground (fg).
-				stoppedByDlock = false
-				term.give(pgid)
-				continueGroup(pgid)
-			}
-		case <-chld:
-			switch {
-			case stoppedByDlock || !killAt.IsZero() || giveUpC != nil && commandStopped(pgid):
-				// Ours, already being ended, or already counted.
-			case !commandStopped(pgid):
-				stopGiveUp() // continued by whoever stopped it
-			case term != nil:
-				// Stopped by the terminal (Ctrl-Z reaches COMMAND's group
-				// when it has the terminal; SIGTTIN after bg) or by a
-				// signal: as a job of the terminal, dlock stops with it,
-				// so the shell sees the job stopped and fg resumes both.
-				stopAll()
-			default:
-				// No terminal, so no job control to resume it: a stopped
-				// COMMAND cannot run, and dlock does not hold a lock for
-				// it for longer than a TTL.
-				giveUp = time.NewTimer(sv.ttl)
-				giveUpC = giveUp.C
-			}
-		case <-giveUpC:
-			giveUp, giveUpC = nil, nil
-			if commandStopped(pgid) && killAt.IsZero() {
-				givenUp = true
-				terminateGroup(pgid)
-				killAt = time.Now().Add(grace)
-				kill = time.NewTimer(grace)
-				killC = kill.C
-			}
-		case <-leaseDone:
-			// The lock is gone: another holder may start any moment, so
-			// the command must stop now, not when it is done.
-			leaseDone = nil
-			stopGiveUp()
-			terminateGroup(pgid)
-			killAt = time.Now().Add(grace)
-			kill = time.NewTimer(grace)
-			killC = kill.C
-		case <-killC:
-			killC = nil
-			signalGroup(pgid, sigKILL)
-		case waitErr = <-exited:
-			break loop
-		}
-	}
+	waitErr := g.loop(jobs, chld, exited)
 	status, statusErr := exitStatus(cmd, waitErr)
-	// Whatever COMMAND left running in its group (a job started with &, a
-	// daemon that did not leave the group) must not outlive the lock: it
-	// gets SIGTERM now and SIGKILL after grace, and the lock is released
-	// only once the group is empty.
-	reapOrphans(pgid)
-	if groupAlive(pgid) {
-		if killAt.IsZero() {
-			if lease.Err() == nil {
-				fmt.Fprintf(env.Stderr, "dlock run: warning: %s exited, leaving processes in its group; ending them before releasing %q\n", argv[0], lease.Key())
-			}
-			terminateGroup(pgid)
-			killAt = time.Now().Add(grace)
-		}
-		reapGroup(pgid, killAt)
-	}
+	g.endLeftovers()
 	watch.stop()
 	term.reclaim()
+	return g.finish(status, statusErr)
+}
+
+// command is COMMAND, to be started in a process group of its own, with
+// the lease's key and token in its environment and not the store's
+// variables.
+func (sv *supervisor) command() *exec.Cmd {
+	cmd := exec.Command(sv.argv[0], sv.argv[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = sv.env.Stdin, sv.env.Stdout, sv.env.Stderr
+	cmd.Env = append(withoutVariables(os.Environ(), sv.dropEnv),
+		"DLOCK_KEY="+sv.lease.Key(),
+		"DLOCK_TOKEN="+strconv.FormatUint(sv.lease.Token(), 10))
+	setProcessGroup(cmd)
+	killWithParent(cmd)
+	return cmd
+}
+
+// supervision is the state of a running COMMAND's process group, which
+// run's event loop moves on one event at a time: each case of loop is one
+// of the methods below.
+type supervision struct {
+	sv        *supervisor
+	term      *terminal
+	pgid      int
+	leaseDone <-chan struct{} // nil once the loss was handled
+	// The group is being ended (killAt set): SIGTERM was sent, SIGKILL
+	// follows when killC fires.
+	kill   *time.Timer
+	killC  <-chan time.Time
+	killAt time.Time
+	// stoppedByDlock: dlock stopped the group itself (Ctrl-Z) and resumes
+	// it on SIGCONT.
+	stoppedByDlock bool
+	// giveUp runs while COMMAND is stopped by something else and no
+	// terminal can bring it back; it is ended (givenUp) if still stopped
+	// a TTL later.
+	giveUp  *time.Timer
+	giveUpC <-chan time.Time
+	givenUp bool
+}
+
+// loop handles events until COMMAND exits, and returns what Wait said.
+func (g *supervision) loop(jobs, chld <-chan os.Signal, exited <-chan error) error {
+	for {
+		select {
+		case sig := <-g.sv.sigs:
+			g.forward(sig)
+		case sig := <-jobs:
+			g.jobControl(sig)
+		case <-chld:
+			g.childStateChanged()
+		case <-g.giveUpC:
+			g.giveUpDue()
+		case <-g.leaseDone:
+			g.leaseLost()
+		case <-g.killC:
+			g.killC = nil
+			signalGroup(g.pgid, sigKILL)
+		case err := <-exited:
+			return err
+		}
+	}
+}
+
+// forward passes a signal for dlock on to COMMAND's group.
+func (g *supervision) forward(sig os.Signal) {
+	signalGroup(g.pgid, sig)
+	if commandExited(g.pgid) {
+		g.sv.lateSig = sig
+	}
+}
+
+// jobControl is dlock itself being stopped (Ctrl-Z) or continued (fg, bg).
+func (g *supervision) jobControl(sig os.Signal) {
+	lease := g.sv.lease
+	switch {
+	case isStop(sig):
+		g.stopAll()
+	case lease.Err() == nil && time.Now().Before(lease.Deadline()):
+		// Resumed: COMMAND resumes only if the lock is still ours (if
+		// not, the loss ends it), with the terminal if dlock was resumed
+		// in the foreground (fg).
+		g.stoppedByDlock = false
+		g.term.give(g.pgid)
+		continueGroup(g.pgid)
+	}
+}
+
+// childStateChanged is COMMAND stopped or continued by someone else.
+func (g *supervision) childStateChanged() {
+	switch {
+	case g.stoppedByDlock || !g.killAt.IsZero() || g.giveUpC != nil && commandStopped(g.pgid):
+		// Ours, already being ended, or already counted.
+	case !commandStopped(g.pgid):
+		g.stopGiveUp() // continued by whoever stopped it
+	case g.term != nil:
+		// Stopped by the terminal (Ctrl-Z reaches COMMAND's group when it
+		// has the terminal; SIGTTIN after bg) or by a signal: as a job of
+		// the terminal, dlock stops with it, so the shell sees the job
+		// stopped and fg resumes both.
+		g.stopAll()
+	default:
+		// No terminal, so no job control to resume it: a stopped COMMAND
+		// cannot run, and dlock does not hold a lock for it for longer
+		// than a TTL.
+		g.giveUp = time.NewTimer(g.sv.ttl)
+		g.giveUpC = g.giveUp.C
+	}
+}
+
+// giveUpDue ends COMMAND if it is still stopped a TTL after it stopped.
+func (g *supervision) giveUpDue() {
+	g.giveUp, g.giveUpC = nil, nil
+	if commandStopped(g.pgid) && g.killAt.IsZero() {
+		g.givenUp = true
+		g.terminate()
+	}
+}
+
+// leaseLost ends COMMAND: another holder may start any moment, so the
+// command must stop now, not when it is done.
+func (g *supervision) leaseLost() {
+	g.leaseDone = nil
+	g.stopGiveUp()
+	g.terminate()
+}
+
+// terminate sends the group SIGTERM, and SIGKILL after the grace period.
+func (g *supervision) terminate() {
+	terminateGroup(g.pgid)
+	g.killAt = time.Now().Add(g.sv.grace)
+	g.kill = time.NewTimer(g.sv.grace)
+	g.killC = g.kill.C
+}
+
+// stopAll stops COMMAND's group and dlock with it. Stopped, dlock cannot
+// renew: the lock may expire, but COMMAND is stopped too and cannot work
+// unlocked.
+func (g *supervision) stopAll() {
+	g.stoppedByDlock = true
+	g.stopGiveUp()
+	g.term.reclaim()
+	stopGroupAndSelf(g.pgid)
+}
+
+func (g *supervision) stopGiveUp() {
+	if g.giveUp != nil {
+		g.giveUp.Stop()
+		g.giveUp, g.giveUpC = nil, nil
+	}
+}
+
+func (g *supervision) stopTimers() {
+	if g.kill != nil {
+		g.kill.Stop()
+	}
+	g.stopGiveUp()
+}
+
+// endLeftovers ends whatever COMMAND left running in its group (a job
+// started with &, a daemon that did not leave the group): it must not
+// outlive the lock. It gets SIGTERM now and SIGKILL after grace, and the
+// lock is released only once the group is empty.
+func (g *supervision) endLeftovers() {
+	reapOrphans(g.pgid)
+	if !groupAlive(g.pgid) {
+		return
+	}
+	if g.killAt.IsZero() {
+		if g.sv.lease.Err() == nil {
+			fmt.Fprintf(g.sv.env.Stderr, "dlock run: warning: %s exited, leaving processes in its group; ending them before releasing %q\n", g.sv.argv[0], g.sv.lease.Key())
+		}
+		terminateGroup(g.pgid)
+		g.killAt = time.Now().Add(g.sv.grace)
+	}
+	reapGroup(g.pgid, g.killAt)
+}
+
+// finish decides run's result once COMMAND and its group have ended with
+// status, and releases the lock unless it was lost.
+func (g *supervision) finish(status int, statusErr error) error {
+	sv, lease := g.sv, g.sv.lease
 	if statusErr != nil {
 		releaseLease(lease)
 		return statusErr
 	}
 	if lease.Err() != nil {
 		// Lost, possibly just as the command exited.
-		return lostError(lease, argv[0])
+		return lostError(lease, sv.argv[0])
 	}
-	if givenUp {
+	if g.givenUp {
 		releaseLease(lease)
 		return &exitError{code: ExitLockLost, err: fmt.Errorf(
 			"%s stayed stopped for %v with no terminal to resume it: its process group was terminated and lock %q (token %d) released",
-			argv[0], sv.ttl, lease.Key(), lease.Token())}
+			sv.argv[0], sv.ttl, lease.Key(), lease.Token())}
 	}
 	if err := sv.minHold(status); err != nil {
 		return err
@@ -213,9 +279,9 @@ loop:
 	switch err := lease.Unlock(ctx); {
 	case errors.Is(err, dlock.ErrNotHeld):
 		return &exitError{code: ExitLockLost, err: fmt.Errorf("lock %q (token %d) was lost before %s finished (found at release)",
-			lease.Key(), lease.Token(), argv[0])}
+			lease.Key(), lease.Token(), sv.argv[0])}
 	case err != nil:
-		fmt.Fprintf(env.Stderr, "dlock run: warning: releasing %q failed; it expires within its TTL: %v\n", lease.Key(), err)
+		fmt.Fprintf(sv.env.Stderr, "dlock run: warning: releasing %q failed; it expires within its TTL: %v\n", lease.Key(), err)
 	}
 	if status != 0 {
 		return &exitError{code: status, quiet: true}
