@@ -21,11 +21,14 @@ type Attempt struct {
 	// says the caller will wait if it fails, so the result's RetryAfter is
 	// wanted. An Acquired result is a lease of Kind on Key held by id.
 	Send func(ctx context.Context, id string, waiting bool) (driver.AcquireResult, error)
+	// Renew renews a granted lease every TTL/3 until it is released;
+	// otherwise it ends at its validity deadline.
+	Renew bool
 }
 
 // lockAttempt is the Attempt of the exclusive lock: Driver.Acquire.
-func (e *Engine) lockAttempt(req driver.AcquireRequest) Attempt {
-	return Attempt{Kind: driver.KindLock, Key: req.Key, TTL: req.TTL,
+func (e *Engine) lockAttempt(req driver.AcquireRequest, renew bool) Attempt {
+	return Attempt{Kind: driver.KindLock, Key: req.Key, TTL: req.TTL, Renew: renew,
 		Send: func(ctx context.Context, id string, waiting bool) (driver.AcquireResult, error) {
 			r := req
 			r.ID, r.Waiting = id, waiting
@@ -58,33 +61,35 @@ type Request struct {
 // queue.go), one attempt or a wait.
 func (e *Engine) Acquire(ctx context.Context, r Request) (*Hold, error) {
 	if r.Queued {
-		q := driver.QueueRequest{Key: r.Key, TTL: r.TTL, Owner: r.Owner, Mode: r.Mode, Limit: r.Limit, MaxWaiters: r.MaxWaiters}
 		if r.Wait {
-			return e.acquireQueued(ctx, q, r.Renew)
+			return e.acquireQueued(ctx, r)
 		}
-		return e.tryAcquireQueued(ctx, q, r.Renew)
+		return e.tryAcquireQueued(ctx, r)
 	}
-	a := e.lockAttempt(driver.AcquireRequest{Key: r.Key, TTL: r.TTL, Owner: r.Owner})
+	a := e.lockAttempt(driver.AcquireRequest{Key: r.Key, TTL: r.TTL, Owner: r.Owner}, r.Renew)
 	if r.Wait {
-		return e.acquireWith(ctx, a, r.Renew)
+		return e.acquireWith(ctx, a)
 	}
-	return e.tryAcquireWith(ctx, a, r.Renew)
+	return e.tryAcquireWith(ctx, a)
+}
+
+// queueRequest is the store's queue request for r.
+func (r Request) queueRequest() driver.QueueRequest {
+	return driver.QueueRequest{Key: r.Key, TTL: r.TTL, Owner: r.Owner, Mode: r.Mode, Limit: r.Limit, MaxWaiters: r.MaxWaiters}
 }
 
 // tryAcquireWith makes one attempt. It returns ErrNotAcquired when the
-// store refused it (another owner holds the lock, no permit is free). With
-// renew the lease is renewed every TTL/3 until released; without, it ends
-// at its validity deadline.
-func (e *Engine) tryAcquireWith(ctx context.Context, a Attempt, renew bool) (*Hold, error) {
+// store refused it (another owner holds the lock, no permit is free).
+func (e *Engine) tryAcquireWith(ctx context.Context, a Attempt) (*Hold, error) {
 	defer e.observing()()
 	op := e.startAcquire(&a)
-	h, err := e.tryAcquire(ctx, a, renew)
+	h, err := e.tryAcquire(ctx, a)
 	e.doneAcquire(ctx, op, a, h, err)
 	return h, err
 }
 
-func (e *Engine) tryAcquire(ctx context.Context, a Attempt, renew bool) (*Hold, error) {
-	h, _, err := e.attempt(ctx, a, false, renew)
+func (e *Engine) tryAcquire(ctx context.Context, a Attempt) (*Hold, error) {
+	h, _, err := e.attempt(ctx, a, false)
 	if err != nil {
 		return nil, err
 	}
@@ -96,12 +101,12 @@ func (e *Engine) tryAcquire(ctx context.Context, a Attempt, renew bool) (*Hold, 
 
 // acquireWith makes attempts until one is granted, waiting as long as ctx
 // allows (see wait.go).
-func (e *Engine) acquireWith(ctx context.Context, a Attempt, renew bool) (*Hold, error) {
+func (e *Engine) acquireWith(ctx context.Context, a Attempt) (*Hold, error) {
 	defer e.observing()()
 	op := e.startAcquire(&a)
-	h, _, err := e.patientAttempt(ctx, a, false, renew)
+	h, _, err := e.patientAttempt(ctx, a, false)
 	if h == nil && err == nil {
-		h, err = e.wait(ctx, a, renew)
+		h, err = e.wait(ctx, a)
 	}
 	e.doneAcquire(ctx, op, a, h, err)
 	return h, err
@@ -110,9 +115,9 @@ func (e *Engine) acquireWith(ctx context.Context, a Attempt, renew bool) (*Hold,
 // patientAttempt is attempt for waiting callers: a grant whose reply came
 // too late (a cold connection, a hiccup) is retried a few times before the
 // backend error is returned; a store always slower than the TTL fails.
-func (e *Engine) patientAttempt(ctx context.Context, a Attempt, waiting, renew bool) (*Hold, time.Duration, error) {
+func (e *Engine) patientAttempt(ctx context.Context, a Attempt, waiting bool) (*Hold, time.Duration, error) {
 	for i := 1; ; i++ {
-		h, retry, err := e.attempt(ctx, a, waiting, renew)
+		h, retry, err := e.attempt(ctx, a, waiting)
 		if i == 3 || !errors.Is(err, errTooSlow) {
 			return h, retry, err
 		}
@@ -122,7 +127,7 @@ func (e *Engine) patientAttempt(ctx context.Context, a Attempt, waiting, renew b
 // attempt makes one acquisition attempt with a fresh owner id. It returns
 // the hold when acquired, else how long the holder's lock has left (see
 // driver.AcquireResult.RetryAfter).
-func (e *Engine) attempt(ctx context.Context, a Attempt, waiting, renew bool) (*Hold, time.Duration, error) {
+func (e *Engine) attempt(ctx context.Context, a Attempt, waiting bool) (*Hold, time.Duration, error) {
 	if !e.beginOp() {
 		return nil, 0, ErrClosed
 	}
@@ -177,7 +182,7 @@ func (e *Engine) attempt(ctx context.Context, a Attempt, waiting, renew bool) (*
 	}
 	h := &Hold{e: e, kind: a.Kind, key: a.Key, id: id, token: res.Token, ttl: a.TTL, acquired: sent}
 	h.inner, h.cancel = context.WithCancelCause(context.WithoutCancel(ctx))
-	if !e.renewer.add(h, sent, renew) {
+	if !e.renewer.add(h, sent, a.Renew) {
 		// Close raced with this acquisition.
 		h.end(ErrClosed)
 		e.releaser.add(release)

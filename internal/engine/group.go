@@ -23,6 +23,7 @@ import (
 type Group struct {
 	e     *Engine
 	holds []*Hold // in the order of the request
+	renew bool    // renew the holds every TTL/3 until released
 
 	inner  context.Context
 	cancel context.CancelCauseFunc
@@ -34,8 +35,8 @@ type Group struct {
 	unlock     unlockTurn
 }
 
-func (e *Engine) newGroup(ctx context.Context, n int) *Group {
-	g := &Group{e: e, holds: make([]*Hold, 0, n)}
+func (e *Engine) newGroup(ctx context.Context, n int, renew bool) *Group {
+	g := &Group{e: e, holds: make([]*Hold, 0, n), renew: renew}
 	g.inner, g.cancel = context.WithCancelCause(context.WithoutCancel(ctx))
 	return g
 }

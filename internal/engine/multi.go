@@ -40,7 +40,7 @@ func groupLost(reqs []driver.AcquireRequest, g *Group) error {
 func (e *Engine) AcquireAll(ctx context.Context, reqs []driver.AcquireRequest, wait, renew bool) (*Group, error) {
 	defer e.observing()()
 	start := e.observeStart()
-	g, err := e.acquireAll(ctx, reqs, renew, wait)
+	g, err := e.acquireAll(ctx, reqs, wait, renew)
 	e.failedAll(ctx, start, reqs, err)
 	return g, err
 }
@@ -51,14 +51,14 @@ func (e *Engine) atomicAll(keys []string) bool {
 	return ok && len(keys) > 1 && ma.Atomic(keys)
 }
 
-func (e *Engine) acquireAll(ctx context.Context, reqs []driver.AcquireRequest, renew, wait bool) (*Group, error) {
-	g := e.newGroup(ctx, len(reqs))
+func (e *Engine) acquireAll(ctx context.Context, reqs []driver.AcquireRequest, wait, renew bool) (*Group, error) {
+	g := e.newGroup(ctx, len(reqs), renew)
 	var err error
 	if e.atomicAll(keysOf(reqs)) {
-		err = e.takeStep(ctx, g, reqs, renew, wait)
+		err = e.takeStep(ctx, g, reqs, wait)
 	} else {
 		for i := range reqs {
-			if err = e.takeStep(ctx, g, reqs[i:i+1], renew, wait); err != nil {
+			if err = e.takeStep(ctx, g, reqs[i:i+1], wait); err != nil {
 				break
 			}
 		}
@@ -76,8 +76,8 @@ func (e *Engine) acquireAll(ctx context.Context, reqs []driver.AcquireRequest, r
 
 // takeStep takes reqs (one lock, or all atomically) into g, waiting if
 // wait is set.
-func (e *Engine) takeStep(ctx context.Context, g *Group, reqs []driver.AcquireRequest, renew, wait bool) error {
-	ok, _, busy, err := e.patientGroupAttempt(ctx, g, reqs, false, renew)
+func (e *Engine) takeStep(ctx context.Context, g *Group, reqs []driver.AcquireRequest, wait bool) error {
+	ok, _, busy, err := e.patientGroupAttempt(ctx, g, reqs, false)
 	switch {
 	case err != nil:
 		return err
@@ -86,14 +86,14 @@ func (e *Engine) takeStep(ctx context.Context, g *Group, reqs []driver.AcquireRe
 	case !wait:
 		return fmt.Errorf("%w: %q", ErrNotAcquired, reqs[busy].Key)
 	}
-	return e.waitStep(ctx, g, reqs, renew)
+	return e.waitStep(ctx, g, reqs)
 }
 
 // patientGroupAttempt is groupAttempt retried, like patientAttempt, when a
 // grant's reply came too late.
-func (e *Engine) patientGroupAttempt(ctx context.Context, g *Group, reqs []driver.AcquireRequest, waiting, renew bool) (bool, time.Duration, int, error) {
+func (e *Engine) patientGroupAttempt(ctx context.Context, g *Group, reqs []driver.AcquireRequest, waiting bool) (bool, time.Duration, int, error) {
 	for i := 1; ; i++ {
-		ok, retry, busy, err := e.groupAttempt(ctx, g, reqs, waiting, renew)
+		ok, retry, busy, err := e.groupAttempt(ctx, g, reqs, waiting)
 		if i == 3 || !errors.Is(err, errTooSlow) {
 			return ok, retry, busy, err
 		}
@@ -105,7 +105,7 @@ func (e *Engine) patientGroupAttempt(ctx context.Context, g *Group, reqs []drive
 // the same deadline rule, the same clean-up after lost and late replies.
 // When not acquired it returns the index of a busy key and how long its
 // holder's lock has left.
-func (e *Engine) groupAttempt(ctx context.Context, g *Group, reqs []driver.AcquireRequest, waiting, renew bool) (bool, time.Duration, int, error) {
+func (e *Engine) groupAttempt(ctx context.Context, g *Group, reqs []driver.AcquireRequest, waiting bool) (bool, time.Duration, int, error) {
 	if !e.beginOp() {
 		return false, 0, 0, ErrClosed
 	}
@@ -173,7 +173,7 @@ func (e *Engine) groupAttempt(ctx context.Context, g *Group, reqs []driver.Acqui
 	for i, r := range send {
 		h := &Hold{e: e, kind: driver.KindLock, key: r.Key, id: r.ID, token: res.Tokens[i], ttl: r.TTL,
 			inner: g.inner, cancel: g.cancel, acquired: sent}
-		if !e.renewer.add(h, sent, renew) {
+		if !e.renewer.add(h, sent, g.renew) {
 			// Close raced with this acquisition; it releases what it tracks.
 			h.end(ErrClosed)
 			releaseAll()

@@ -26,7 +26,7 @@ func TestObservingWithoutObserverAllocatesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := e.lockAttempt(req("k", 30*time.Second))
+	a := e.lockAttempt(req("k", 30*time.Second), true)
 	batch := renewal{holds: []*Hold{h}, held: []bool{true}}
 	allocs := testing.AllocsPerRun(1000, func() {
 		op := e.startAcquire(&a)

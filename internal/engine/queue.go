@@ -56,29 +56,31 @@ func (e *Engine) queueAttempt(req driver.QueueRequest) (Attempt, error) {
 
 // tryAcquireQueued makes one attempt at a queued lease (see
 // tryAcquireWith); it never overtakes a waiter.
-func (e *Engine) tryAcquireQueued(ctx context.Context, req driver.QueueRequest, renew bool) (*Hold, error) {
-	a, err := e.queueAttempt(req)
+func (e *Engine) tryAcquireQueued(ctx context.Context, r Request) (*Hold, error) {
+	a, err := e.queueAttempt(r.queueRequest())
 	if err != nil {
 		return nil, err
 	}
-	return e.tryAcquireWith(ctx, a, renew)
+	a.Renew = r.Renew
+	return e.tryAcquireWith(ctx, a)
 }
 
 // acquireQueued takes a queued lease in the store's arrival order, waiting
 // as long as ctx allows. When ctx ends the waiter's place is released in
 // the background at once; if the store granted it meanwhile, that release
 // frees the grant too, for the next waiter.
-func (e *Engine) acquireQueued(ctx context.Context, req driver.QueueRequest, renew bool) (*Hold, error) {
+func (e *Engine) acquireQueued(ctx context.Context, r Request) (*Hold, error) {
 	defer e.observing()()
 	op := acquireOp{start: e.observeStart()}
 	if e.obs != nil {
 		op.attempts = new(int) // each Enqueue counts as an attempt
 	}
-	h, err := e.waitQueued(ctx, req, renew, op.attempts)
-	e.doneAcquire(ctx, op, Attempt{Kind: req.Mode.HolderKind(), Key: req.Key}, h, err)
+	h, err := e.waitQueued(ctx, r.queueRequest(), r.Renew, op.attempts)
+	e.doneAcquire(ctx, op, Attempt{Kind: r.Mode.HolderKind(), Key: r.Key}, h, err)
 	return h, err
 }
 
+// waitQueued is acquireQueued's loop; renew is the Request's.
 func (e *Engine) waitQueued(ctx context.Context, req driver.QueueRequest, renew bool, attempts *int) (*Hold, error) {
 	q, err := e.queuer()
 	if err != nil {
@@ -120,7 +122,7 @@ func (e *Engine) waitQueued(ctx context.Context, req driver.QueueRequest, renew 
 		slow = 0
 		switch {
 		case res.Granted:
-			h, err := e.takeOver(ctx, qw.kind, qw.req, res.Token, sent, renew)
+			h, err := qw.takeOver(ctx, res.Token, sent)
 			if err != nil {
 				e.releaser.add(qw.place)
 			}
@@ -191,13 +193,15 @@ func placeOf(req driver.QueueRequest) driver.ReleaseRequest {
 	return driver.ReleaseRequest{Kind: driver.KindWaiter, Key: req.Key, ID: req.ID}
 }
 
-// takeOver turns a grant answered to an Enqueue sent at sent into a hold.
-func (e *Engine) takeOver(ctx context.Context, kind driver.Kind, req driver.QueueRequest, token uint64, sent time.Time, renew bool) (*Hold, error) {
+// takeOver turns a grant answered to the wait's Enqueue sent at sent into
+// a hold.
+func (qw *queueWait) takeOver(ctx context.Context, token uint64, sent time.Time) (*Hold, error) {
+	e, req := qw.e, qw.req
 	if took := e.now().Sub(sent); took >= e.validity(req.TTL) {
 		return nil, WrapBackend("lock", req.Key, fmt.Errorf("%w: took %v, validity %v",
 			errTooSlow, took.Round(time.Millisecond), e.validity(req.TTL)))
 	}
-	return e.newHold(ctx, kind, req.Key, req.ID, token, req.TTL, sent, sent, renew)
+	return e.newHold(ctx, qw.kind, req.Key, req.ID, token, req.TTL, sent, sent, qw.renew)
 }
 
 // newHold tracks a lease whose deadline counts from sent and whose hold

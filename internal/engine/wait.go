@@ -64,7 +64,7 @@ func (e *Engine) waitFor(retryAfter, ttl time.Duration) time.Duration {
 }
 
 // wait is Acquire's slow path: the first attempt found the lock busy.
-func (e *Engine) wait(ctx context.Context, a Attempt, renew bool) (*Hold, error) {
+func (e *Engine) wait(ctx context.Context, a Attempt) (*Hold, error) {
 	w, err := e.waits.join(ctx, a.Key)
 	if err != nil {
 		return nil, err
@@ -78,7 +78,7 @@ func (e *Engine) wait(ctx context.Context, a Attempt, renew bool) (*Hold, error)
 	for {
 		// Attempt after joining: a release between the first attempt and the
 		// subscription would otherwise go unnoticed for a whole TTL.
-		h, retry, err := e.patientAttempt(ctx, a, true, renew)
+		h, retry, err := e.patientAttempt(ctx, a, true)
 		if h != nil {
 			return h, nil
 		}

@@ -12,7 +12,7 @@ import (
 // release of any of them wakes it; the fallback sleep is the busy
 // holder's remaining TTL, as for a single lock. For several keys taken
 // atomically the waiter holds nothing of reqs while it waits.
-func (e *Engine) waitStep(ctx context.Context, g *Group, reqs []driver.AcquireRequest, renew bool) error {
+func (e *Engine) waitStep(ctx context.Context, g *Group, reqs []driver.AcquireRequest) error {
 	w := &waiter{wake: make(chan struct{}, 1)}
 	keys := keysOf(reqs)
 	joined := 0
@@ -29,7 +29,7 @@ func (e *Engine) waitStep(ctx context.Context, g *Group, reqs []driver.AcquireRe
 	for {
 		// Attempt after joining, as wait does: a release between the first
 		// attempt and the subscriptions is not missed.
-		ok, retry, _, err := e.patientGroupAttempt(ctx, g, reqs, true, renew)
+		ok, retry, _, err := e.patientGroupAttempt(ctx, g, reqs, true)
 		if ok {
 			return nil
 		}
