@@ -8,9 +8,30 @@
 // applications import dlock and one driver package and never call a driver
 // directly.
 //
-// The core interface is Driver. Optional interfaces (KeyChecker, Inspector)
-// add what not every store can do; the conformance suite in package
-// drivertest checks every driver against the same promises.
+// What a driver can do is stated in one place each: the store's limits in
+// Capabilities, and each feature by the interface that carries it. Driver
+// is the core every backend implements: the plain lock, renewal, release
+// and, through Watch, release notifications. The other interfaces are
+// optional, because a backend may truly lack what they need (a store
+// without atomic multi-key writes, a quorum of independent servers with
+// no shared queue); dlock asks for each once, when a Client is made:
+//
+//   - Queuer: the store's FIFO queue, behind the fair lock, RWMutex and
+//     Semaphore (without it they fail with an error matching
+//     errors.ErrUnsupported); QueueBatcher sends several Enqueues in one
+//     round trip.
+//   - MultiAcquirer: LockAll's atomic step over several keys (without it,
+//     LockAll takes them one by one in sorted order).
+//   - Inspector and QueueLister: the operators' view (Client.Inspect,
+//     List, ForceRelease, InspectQueue, ListQueues; dlock status), else
+//     errors.ErrUnsupported.
+//   - KeyChecker: key rules of the store beyond dlock's own.
+//
+// The Redis, etcd and in-memory drivers implement Queuer, MultiAcquirer,
+// Inspector and QueueLister; only Redis implements QueueBatcher and
+// KeyChecker. The conformance suite in package drivertest
+// checks every driver against the same promises, for the interfaces it
+// implements.
 package driver
 
 import (

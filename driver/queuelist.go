@@ -7,7 +7,7 @@ import "context"
 // so that a driver can keep queues before it can list them.
 type QueueLister interface {
 	// ListQueues returns, in no particular order, one QueueInfo (as
-	// Queuer.InspectQueue reports it, an exclusive holder included) for
+	// Inspector.InspectQueue reports it, an exclusive holder included) for
 	// every name whose key starts with prefix, taken literally, that has a
 	// shared or permit holder or a waiter. A name held only exclusively is
 	// Inspector.List's, not this one's. Each name's QueueInfo is consistent
