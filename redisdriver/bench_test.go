@@ -60,3 +60,38 @@ func BenchmarkRedisTime(b *testing.B) {
 	b.ReportMetric(rel/n, "redis-us/release")
 	b.ReportMetric((acq+rel)/n, "redis-us/cycle")
 }
+
+// BenchmarkRedisTimeRenewBatch measures the server time of one Renew call
+// of MaxBatch leases: the longest a renewal script keeps every other client
+// of the server waiting (the figure MaxBatch's comment points to, in
+// docs/benchmarks.md).
+func BenchmarkRedisTimeRenewBatch(b *testing.B) {
+	srv := redisserver.Start(b)
+	rdb := srv.Client(b)
+	d, err := New(rdb)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	reqs := make([]driver.RenewRequest, MaxBatch)
+	for i := range reqs {
+		reqs[i] = driver.RenewRequest{Key: fmt.Sprint("batch-", i), ID: "a", TTL: time.Minute}
+		if res, err := d.Acquire(ctx, driver.AcquireRequest{Key: reqs[i].Key, ID: "a", TTL: time.Minute}); err != nil || !res.Acquired {
+			b.Fatal(res, err)
+		}
+	}
+	renew := func() {
+		held, err := d.Renew(ctx, reqs)
+		if err != nil || len(held) != len(reqs) || !held[0] || !held[len(held)-1] {
+			b.Fatal(len(held), err)
+		}
+	}
+	renew() // scripts cached
+	takeUsec(b, rdb)
+	b.ResetTimer()
+	for range b.N {
+		renew()
+	}
+	b.StopTimer()
+	b.ReportMetric(takeUsec(b, rdb, "fcall", "evalsha", "eval")/float64(b.N), "redis-us/batch")
+}
