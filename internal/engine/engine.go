@@ -119,8 +119,8 @@ func New(cfg Config) (*Engine, error) {
 
 // timerSlack is the part of the drift margin that covers how late the
 // renewal loop closes Done after a deadline: Go's timers fire about 1 ms
-// late on an idle Linux machine (BenchmarkDoneLateness: p50 0.9-1.0 ms,
-// p99 1.2-1.4 ms). Err does not need it: it reads the clock.
+// late on an idle Linux machine (BenchmarkDoneLateness; its figures are in
+// docs/benchmarks.md). Err does not need it: it reads the clock.
 const timerSlack = 2 * time.Millisecond
 
 // drift is the safety margin subtracted from a lease's validity: 1% of the
