@@ -2,10 +2,6 @@ module github.com/dlockio/dlock/bench
 
 go 1.26.0
 
-replace github.com/dlockio/dlock => ../
-
-replace github.com/dlockio/dlock/etcddriver => ../etcddriver
-
 require (
 	github.com/bsm/redislock v0.9.4
 	github.com/dlockio/dlock v0.0.0-00010101000000-000000000000

@@ -2,8 +2,6 @@ module github.com/dlockio/dlock/prometheus
 
 go 1.26.0
 
-replace github.com/dlockio/dlock => ../
-
 require (
 	github.com/dlockio/dlock v0.0.0-00010101000000-000000000000
 	github.com/prometheus/client_golang v1.25.0

@@ -2,13 +2,6 @@ module github.com/dlockio/dlock/cmd/dlock
 
 go 1.26.0
 
-replace (
-	github.com/dlockio/dlock => ../..
-	github.com/dlockio/dlock/prometheus => ../../prometheus
-)
-
-replace github.com/dlockio/dlock/etcddriver => ../../etcddriver
-
 require (
 	github.com/alicebob/miniredis/v2 v2.40.0
 	github.com/dlockio/dlock v0.0.0-00010101000000-000000000000

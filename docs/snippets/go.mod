@@ -2,15 +2,6 @@ module github.com/dlockio/dlock/docs/snippets
 
 go 1.26.0
 
-replace (
-	github.com/dlockio/dlock => ../..
-	github.com/dlockio/dlock/etcddriver => ../../etcddriver
-	github.com/dlockio/dlock/fence/sqlfence => ../../fence/sqlfence
-	github.com/dlockio/dlock/once/sqlonce => ../../once/sqlonce
-	github.com/dlockio/dlock/otel => ../../otel
-	github.com/dlockio/dlock/prometheus => ../../prometheus
-)
-
 require (
 	github.com/dlockio/dlock v0.0.0-00010101000000-000000000000
 	github.com/dlockio/dlock/etcddriver v0.0.0-00010101000000-000000000000
