@@ -127,14 +127,59 @@ func New(opts ...Option) (*Collector, error) {
 	c.wait = histogram("dlock_wait_seconds", "How long Lock and TryLock calls took, waiting included, by outcome.", WaitBuckets, lock("primitive", "result")...)
 	c.release = counter("dlock_release_total", "Unlock calls that did work, by outcome (released, not_held, canceled, closed, error).", "primitive", "result")
 	c.hold = histogram("dlock_hold_seconds", "How long leases were held, from the acquire request to Unlock, loss or Close.", HoldBuckets, lock("primitive")...)
-	c.lost = counter("dlock_lease_lost_total", "Leases that ended without Unlock, by reason (not_held, deadline, closed).", lock("primitive", "reason")...)
+	c.lost = counter("dlock_lease_lost_total", "Leases that ended without Unlock, by reason (not_held, deadline, closed, group).", lock("primitive", "reason")...)
 	c.renew = histogram("dlock_renew_seconds", "Latency of renewal batches.", RenewBuckets).WithLabelValues()
 	c.renewBatch = histogram("dlock_renew_batch_leases", "Leases per renewal batch.", BatchBuckets).WithLabelValues()
 	c.renewFailures = counter("dlock_renew_failures_total", "Renewal batches that failed with a store error (retried until the leases' deadlines).").WithLabelValues()
 	c.held = gauge("dlock_leases_held", "Leases held now.", "primitive")
 	c.waiters = gauge("dlock_waiters", "Lock calls waiting for a busy lock now.", "primitive")
 	c.backend = counter("dlock_backend_errors_total", "Store failures, by operation (acquire, release, renew, background release).", "op")
+	c.initSeries()
 	return c, nil
+}
+
+// The label values events carry, known in advance.
+var (
+	primitives     = []string{"lock", "read", "permit"} // the lease kinds: Lock and RWMutex.Lock, RLock, Acquire
+	acquireResults = []string{dlock.ResultAcquired, dlock.ResultBusy, dlock.ResultCanceled, dlock.ResultClosed, dlock.ResultError}
+	releaseResults = []string{dlock.ResultReleased, dlock.ResultNotHeld, dlock.ResultCanceled, dlock.ResultClosed, dlock.ResultError}
+	lostReasons    = []string{dlock.LostNotHeld, dlock.LostDeadline, dlock.LostClosed, dlock.LostGroup}
+	backendOps     = []string{"acquire", "release", "renew", "background release"}
+)
+
+// initSeries makes every family exported from New on, so that a dashboard
+// shows 0 rather than no data, and an alert on rate or increase sees a
+// counter's first event as a rise from 0. Counters and gauges get every
+// label set known in advance; histograms one per primitive (the waits of
+// calls that acquired), since each costs a series per bucket: their other
+// label sets appear with their first event. With WithLockLabel the lock
+// label of these series is OtherLock, the one value known in advance.
+func (c *Collector) initSeries() {
+	withLock := func(lv ...string) []string {
+		if c.cfg.lockLabel != nil {
+			lv = append(lv, OtherLock)
+		}
+		return lv
+	}
+	for _, p := range primitives {
+		for _, r := range acquireResults {
+			c.acquire.WithLabelValues(withLock(p, r)...)
+		}
+		c.attempts.WithLabelValues(p)
+		c.wait.WithLabelValues(withLock(p, dlock.ResultAcquired)...)
+		for _, r := range releaseResults {
+			c.release.WithLabelValues(p, r)
+		}
+		c.hold.WithLabelValues(withLock(p)...)
+		for _, r := range lostReasons {
+			c.lost.WithLabelValues(withLock(p, r)...)
+		}
+		c.held.WithLabelValues(p)
+		c.waiters.WithLabelValues(p)
+	}
+	for _, op := range backendOps {
+		c.backend.WithLabelValues(op)
+	}
 }
 
 // MetricNames returns the name of every metric family the Collector

@@ -24,6 +24,14 @@
 //	dlock_waiters{primitive}                       gauge
 //	dlock_backend_errors_total{op}                 counter
 //
+// Every family is exported from New on, at 0 before its first event, so
+// that dashboards show 0 rather than no data, and a rate or increase counts
+// a series' first event. Counters and gauges have every label set known in
+// advance from the start (primitive lock, read or permit; each result,
+// reason and op); histograms one per primitive (dlock_wait_seconds: of
+// calls that acquired), their other label sets appearing with their first
+// event. With WithLockLabel, these series have lock="other".
+//
 // Lock names are not labels: a label per name would create series without
 // bound. WithLockLabel adds a "lock" label to the per-lock metrics from a
 // function that maps names to a small set (a prefix, a class of job), and

@@ -42,7 +42,11 @@ func Example() {
 		switch mf.GetName() {
 		case "dlock_acquire_total", "dlock_release_total":
 			for _, m := range mf.GetMetric() {
-				fmt.Println(mf.GetName(), m.GetLabel()[1].GetValue(), m.GetCounter().GetValue())
+				// Every known label set is exported from New on: the
+				// others are 0.
+				if v := m.GetCounter().GetValue(); v > 0 {
+					fmt.Println(mf.GetName(), m.GetLabel()[1].GetValue(), v)
+				}
 			}
 		}
 	}
