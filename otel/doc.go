@@ -26,6 +26,14 @@
 //	dlock.renew.failures     counter   {batch}
 //	dlock.backend.errors     counter   {error}    dlock.operation
 //
+// The counters and up-down counters are exported from the first collection
+// on, at 0 under every attribute set known in advance (dlock.primitive lock,
+// read or permit; each dlock.lost.reason and dlock.operation), as long as
+// the MeterProvider is in place when New is called: a dashboard shows 0
+// rather than no data. A histogram cannot be exported without a recorded
+// value, so the histograms (and with them the counts of calls by result)
+// appear with their first event.
+//
 // Lock names appear on spans, never on metrics.
 //
 // This package lives in a module of its own, so that dlock itself never

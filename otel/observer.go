@@ -152,7 +152,37 @@ func New(opts ...Option) (*Observer, error) {
 			return nil, err
 		}
 	}
+	o.initCounters()
 	return o, nil
+}
+
+// The attribute values events carry, known in advance.
+var (
+	primitives  = []string{"lock", "read", "permit"} // the lease kinds: Lock and RWMutex.Lock, RLock, Acquire
+	lostReasons = []string{dlock.LostNotHeld, dlock.LostDeadline, dlock.LostClosed, dlock.LostGroup}
+	backendOps  = []string{"acquire", "release", "renew", "background release"}
+)
+
+// initCounters adds 0 to every counter and up-down counter under each
+// attribute set known in advance, so that they are exported from the
+// first collection on, at 0, rather than from their first event. A
+// histogram cannot be made to appear without recording a value, so each
+// appears with its first event.
+func (o *Observer) initCounters() {
+	ctx := context.Background()
+	for _, p := range primitives {
+		ps := o.set(AttrPrimitive, p, "", "")
+		o.attempts.Add(ctx, 0, ps)
+		o.held.Add(ctx, 0, ps)
+		o.waiters.Add(ctx, 0, ps)
+		for _, r := range lostReasons {
+			o.lost.Add(ctx, 0, o.set(AttrPrimitive, p, AttrLostReason, r))
+		}
+	}
+	o.renewFailures.Add(ctx, 0)
+	for _, op := range backendOps {
+		o.backend.Add(ctx, 0, o.set(AttrOperation, op, "", ""))
+	}
 }
 
 // set returns the measurement option for the attribute pair k1=v1, k2=v2
