@@ -63,4 +63,27 @@
 // answers as it always did (a held name is busy; taking a free one fails
 // at its first write). Calls that find the library missing together load
 // it once.
+//
+// # go-redis's own log lines
+//
+// go-redis logs some failures itself, through one logger for the whole
+// process, which writes to stderr unless the application replaced it with
+// redis.SetLogger. Against a server that refuses connections every failed
+// dial prints a line, several for each failed call (go-redis retries),
+// such as
+//
+//	redis: 2026/12/01 10:43:10 pool.go:770: redis: connection pool: failed to dial after 1 attempts: dial tcp 127.0.0.1:6379: connect: connection refused
+//
+// and a Sentinel or Cluster client also logs its failovers and topology
+// changes. The dlock Client reports a failure once: as the call's error
+// (dlock.ErrBackend) and to its Observer; a failure in the background (a
+// renewal, a release) goes to its logger (dlock.WithLogger). go-redis v9 has no
+// logger per client, so neither Open nor ParseURL can route these lines to
+// the Client's logger, and this package does not touch the process-wide
+// one: it belongs to every go-redis client of the program, not to dlock. An
+// application that wants the lines elsewhere, or not at all, sets that
+// logger itself, once, before making clients: redis.SetLogger takes any
+// value with a method Printf(ctx context.Context, format string, v ...any)
+// (one that writes nothing silences go-redis; the dlock command does that,
+// since it reports a failure once, in its exit message).
 package redisdriver
