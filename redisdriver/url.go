@@ -1,6 +1,7 @@
 package redisdriver
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -56,8 +57,11 @@ const dialerRetries = 1
 // deployment, which asks each Sentinel in turn, in under a second) rather
 // than seconds. Errors, a file that cannot be read or holds no usable
 // certificate or key included, match driver.ErrInvalid and show no
-// password (see RedactURL). The caller closes the client (Open makes a
-// driver that does).
+// password (see RedactURL). A database number the server does not have
+// (redis://host/99) is found by the first call, which fails, as every
+// call does, with the server's answer wrapped in an error that matches
+// driver.ErrInvalid: a mistake in the URL, not a store failure to retry.
+// The caller closes the client (Open makes a driver that does).
 func ParseURL(rawURL string) (redis.UniversalClient, error) {
 	scheme, rest, ok := strings.Cut(rawURL, "://")
 	if !ok {
@@ -253,7 +257,63 @@ func standaloneClient(rawURL string) (redis.UniversalClient, error) {
 	}
 	o.ContextTimeoutEnabled = true
 	o.DialerRetries = dialerRetries
-	return redis.NewClient(o), nil
+	c := redis.NewClient(o)
+	addMissingDBHook(c, rawURL, o.DB)
+	return c, nil
+}
+
+// addMissingDBHook makes c report the server's refusal of the URL's
+// database number, which every new connection selects, as what it is: a
+// mistake in the URL (driver.ErrInvalid, an invalid argument to dlock)
+// rather than a failing store that a retry could fix. Database 0 always
+// exists.
+func addMissingDBHook(c *redis.Client, rawURL string, db int) {
+	if db != 0 {
+		c.AddHook(missingDBHook{url: RedactURL(rawURL), db: db})
+	}
+}
+
+// missingDBHook is addMissingDBHook's hook: it rewrites the error of every
+// command and pipeline the refusal failed, and leaves the rest alone.
+type missingDBHook struct {
+	url string // redacted
+	db  int
+}
+
+func (h missingDBHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h missingDBHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		if h.refused(err) {
+			err = h.wrap(err)
+			cmd.SetErr(err)
+		}
+		return err
+	}
+}
+
+func (h missingDBHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		for _, cmd := range cmds {
+			if h.refused(cmd.Err()) {
+				cmd.SetErr(h.wrap(cmd.Err()))
+			}
+		}
+		if h.refused(err) {
+			err = h.wrap(err)
+		}
+		return err
+	}
+}
+
+func (h missingDBHook) refused(err error) bool {
+	return err != nil && !errors.Is(err, driver.ErrInvalid) && strings.Contains(err.Error(), "DB index is out of range")
+}
+
+func (h missingDBHook) wrap(err error) error {
+	return fmt.Errorf("%w: redis URL %q: the server has no database %d (%w)", driver.ErrInvalid, h.url, h.db, err)
 }
 
 // checkHostPort refuses an address whose port is not 1 to 65535: go-redis
@@ -338,7 +398,7 @@ func sentinelClient(base, rest string) (redis.UniversalClient, error) {
 	}
 	p.apply(&o.Password, o.TLSConfig)
 	perHostName(o.TLSConfig)
-	return redis.NewFailoverClient(&redis.FailoverOptions{
+	c := redis.NewFailoverClient(&redis.FailoverOptions{
 		MasterName:            master,
 		SentinelAddrs:         l.hosts,
 		SentinelUsername:      sentinelUser,
@@ -366,7 +426,9 @@ func sentinelClient(base, rest string) (redis.UniversalClient, error) {
 		ConnMaxLifetime:       o.ConnMaxLifetime,
 		TLSConfig:             o.TLSConfig,
 		DisableIdentity:       o.DisableIdentity,
-	}), nil
+	})
+	addMissingDBHook(c, base+"+sentinel://"+rest, o.DB)
+	return c, nil
 }
 
 func clusterClient(base, rest string) (redis.UniversalClient, error) {

@@ -150,6 +150,54 @@ func TestRefusedConnectionFailsFast(t *testing.T) {
 	}
 }
 
+// TestMissingDatabaseIsAnInvalidArgument: a database number the server
+// does not have is a mistake in the URL, an invalid argument, in a
+// Client's calls and in a pipeline of the client ParseURL made: not a
+// store failure that a retry could fix.
+func TestMissingDatabaseIsAnInvalidArgument(t *testing.T) {
+	srv := redisserver.Start(t)
+	raw := "redis://:s3cret@" + srv.Addr() + "/99"
+	invalid := func(what string, err error) {
+		t.Helper()
+		var rerr redis.Error
+		switch {
+		case !errors.Is(err, dlock.ErrInvalidArgument) || errors.Is(err, dlock.ErrBackend):
+			t.Errorf("%s: %v; want an invalid argument, not a backend failure", what, err)
+		case !strings.Contains(err.Error(), "no database 99") || strings.Contains(err.Error(), "s3cret"):
+			t.Errorf("%s: %q; want the database named and the password hidden", what, err)
+		case !errors.As(err, &rerr):
+			t.Errorf("%s: %v does not unwrap to the server's answer", what, err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := Open(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.Close() }()
+	_, err = c.TryLock(ctx, "k")
+	invalid("TryLock", err)
+	_, _, err = c.Inspect(ctx, "k")
+	invalid("Inspect", err)
+	rdb := mustParseURL(t, raw)
+	cmds, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		p.Get(ctx, "a")
+		p.Get(ctx, "b")
+		return nil
+	})
+	invalid("pipeline", err)
+	for _, cmd := range cmds {
+		if cmd.Err() != nil { // go-redis leaves them unset when the connection fails
+			invalid("pipelined "+cmd.Name(), cmd.Err())
+		}
+	}
+	// A database the server has works.
+	if err := mustParseURL(t, "redis://"+srv.Addr()+"/1").Ping(ctx).Err(); err != nil {
+		t.Errorf("PING on database 1: %v", err)
+	}
+}
+
 func TestNewRejectsNilClients(t *testing.T) {
 	for _, c := range []redis.UniversalClient{nil, (*redis.Client)(nil), (*redis.ClusterClient)(nil), (*redis.Ring)(nil)} {
 		if _, err := New(c); !errors.Is(err, driver.ErrInvalid) {
