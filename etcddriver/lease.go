@@ -263,20 +263,19 @@ type markerLease struct {
 	closed   bool
 }
 
-// get returns a lease with at least markerTTL/2 seconds left, or 0 if
-// none could be granted before ctx ended (releases then go without
-// markers).
-func (m *markerLease) get(ctx context.Context) clientv3.LeaseID {
+// get returns a lease with at least markerTTL/2 seconds left, or the error
+// that kept it from granting one: the Grant's, ctx's, or errDriverClosed.
+func (m *markerLease) get(ctx context.Context) (clientv3.LeaseID, error) {
 	for {
 		m.mu.Lock()
 		if m.closed {
 			m.mu.Unlock()
-			return 0
+			return 0, errDriverClosed
 		}
 		if m.id != 0 && time.Since(m.granted) < markerTTL*time.Second/2 {
 			id := m.id
 			m.mu.Unlock()
-			return id
+			return id, nil
 		}
 		if wait := m.granting; wait != nil {
 			m.mu.Unlock()
@@ -284,7 +283,7 @@ func (m *markerLease) get(ctx context.Context) clientv3.LeaseID {
 			case <-wait:
 				continue // granted, or failed: then this call tries itself
 			case <-ctx.Done():
-				return 0
+				return 0, ctx.Err()
 			}
 		}
 		done := make(chan struct{})
@@ -302,12 +301,12 @@ func (m *markerLease) get(ctx context.Context) clientv3.LeaseID {
 		close(done)
 		switch {
 		case err != nil:
-			return 0
+			return 0, err
 		case closed: // Close came during the Grant: its lease is not to outlive the driver
 			_, _ = m.cli.Revoke(ctx, resp.ID)
-			return 0
+			return 0, errDriverClosed
 		}
-		return resp.ID
+		return resp.ID, nil
 	}
 }
 

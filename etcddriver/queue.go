@@ -334,7 +334,10 @@ func (d *Driver) grantHeads(ctx context.Context, name string, st queueState, req
 		tx.cmps = append(tx.cmps, clientv3.Compare(clientv3.CreateRevision(wkey), "=", w.kv.CreateRevision))
 		tx.ops = append(tx.ops, clientv3.OpDelete(wkey), put)
 		if tx.marker == 0 && w.v.Inbox != "" {
-			tx.marker = d.markers.get(ctx)
+			// Without a marker lease the announcements are left out: a
+			// waiter that hears of no grant learns of it when it next asks
+			// (driver.QueueResult.RetryAfter).
+			tx.marker, _ = d.markers.get(ctx)
 		}
 		if tx.marker != 0 && w.v.Inbox != "" && (req == nil || w.v.ID != req.ID) {
 			a, _ := json.Marshal(announcement{Key: name, ID: w.v.ID})

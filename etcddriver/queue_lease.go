@@ -2,6 +2,7 @@ package etcddriver
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/dlockio/dlock/driver"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -146,13 +147,14 @@ func (d *Driver) releaseQueued(ctx context.Context, r driver.ReleaseRequest) (dr
 // release marker with it.
 func (d *Driver) deleteQueued(ctx context.Context, r driver.ReleaseRequest, key string, modRev int64) (bool, error) {
 	for attempt := 0; ; attempt++ {
-		marker := d.markers.get(ctx)
-		ops := []clientv3.Op{clientv3.OpDelete(key)}
-		if marker != 0 {
-			ops = append(ops, clientv3.OpPut(d.qmarkKey(r.Key, r.ID), r.ID, clientv3.WithLease(marker)))
+		// Not without the marker, for the reason releaseRound gives.
+		marker, err := d.markers.get(ctx)
+		if err != nil {
+			return false, fmt.Errorf("release marker lease: %w", err)
 		}
+		ops := []clientv3.Op{clientv3.OpDelete(key), clientv3.OpPut(d.qmarkKey(r.Key, r.ID), r.ID, clientv3.WithLease(marker))}
 		resp, err := d.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", modRev)).Then(ops...).Commit()
-		if err != nil && marker != 0 && attempt == 0 && isLeaseNotFound(err) {
+		if err != nil && attempt == 0 && isLeaseNotFound(err) {
 			d.markers.forget(marker)
 			continue
 		}

@@ -3,6 +3,7 @@ package etcddriver
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/dlockio/dlock/driver"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -36,21 +37,29 @@ func (d *Driver) releaseLocks(ctx context.Context, reqs []driver.ReleaseRequest)
 
 func (d *Driver) releaseRound(ctx context.Context, reqs []driver.ReleaseRequest, round []int, results []driver.ReleaseResult) error {
 	for attempt := 0; ; attempt++ {
-		marker := d.markers.get(ctx)
+		// No release goes without its marker: if its reply were lost, the
+		// retry would find neither the lock nor the marker and answer
+		// NotHeld for a lock that was ours until this release took it.
+		// When etcd grants no lease (its NOSPACE alarm) it takes no lock
+		// either, so a lock left to expire costs nobody a wait.
+		marker, err := d.markers.get(ctx)
+		if err != nil {
+			return fmt.Errorf("release marker lease: %w", err)
+		}
 		ops := make([]clientv3.Op, len(round))
 		for j, i := range round {
 			r := reqs[i]
 			key, mkey := d.lockKey(r.Key), d.markerKey(r.Key, r.ID)
-			then := []clientv3.Op{clientv3.OpDelete(key)}
-			if marker != 0 {
-				then = append(then, clientv3.OpPut(mkey, r.ID, clientv3.WithLease(marker)))
+			then := []clientv3.Op{
+				clientv3.OpDelete(key),
+				clientv3.OpPut(mkey, r.ID, clientv3.WithLease(marker)),
+				// Last: does the name have waiters to hand off to?
+				clientv3.OpGet(d.waiterPrefix(r.Key), clientv3.WithPrefix(), clientv3.WithCountOnly()),
 			}
-			// Last: does the name have waiters to hand off to?
-			then = append(then, clientv3.OpGet(d.waiterPrefix(r.Key), clientv3.WithPrefix(), clientv3.WithCountOnly()))
 			ops[j] = clientv3.OpTxn(ownedCmp(key, r.ID), then, []clientv3.Op{clientv3.OpGet(mkey)})
 		}
 		resp, err := d.cli.Txn(ctx).Then(ops...).Commit()
-		if errors.Is(err, rpctypes.ErrLeaseNotFound) && marker != 0 && attempt == 0 {
+		if errors.Is(err, rpctypes.ErrLeaseNotFound) && attempt == 0 {
 			// The marker lease is gone (revoked by hand, or a clock jump):
 			// grant another.
 			d.markers.forget(marker)

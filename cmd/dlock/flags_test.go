@@ -34,6 +34,9 @@ func TestRunFlockForms(t *testing.T) {
 		{"-qE combined, E's value next", []string{"-n", "-qE", "5", "cron", "--", "true"}, nil, 5, true},
 		{"flock's --nb", []string{"--nb", "cron", "--", "true"}, nil, 75, false},
 		{"flock's --nonblock", []string{"--nonblock", "cron", "--", "true"}, nil, 75, false},
+		{"flock's -x, the default", []string{"-nx", "cron", "--", "true"}, nil, 75, false},
+		{"flock's -e", []string{"-e", "-n", "cron", "--", "true"}, nil, 75, false},
+		{"-E3 attached", []string{"-n", "-E3", "cron", "--", "true"}, nil, 3, false},
 		{"DLOCK_WAIT=0", []string{"cron", "--", "true"}, []string{"DLOCK_WAIT=0"}, 75, false},
 		{"DLOCK_QUIET and DLOCK_CONFLICT_EXIT_CODE", []string{"-n", "cron", "--", "true"},
 			[]string{"DLOCK_QUIET=1", "DLOCK_CONFLICT_EXIT_CODE=9"}, 9, true},
@@ -59,12 +62,13 @@ func TestRunFlockForms(t *testing.T) {
 		})
 	}
 
-	// -w takes plain seconds, fractions too, as flock's -w does.
-	for _, w := range []string{"0.3", "300ms"} {
+	// -w takes plain seconds, fractions too, as flock's -w does, and its
+	// value may be attached (-w0.3).
+	for _, w := range [][]string{{"-w", "0.3"}, {"-w", "300ms"}, {"-w0.3"}} {
 		began := time.Now()
-		code, _, stderr := dlock(t, url, "run", "-w", w, "cron", "--", "true")
+		code, _, stderr := dlock(t, url, append(append([]string{"run"}, w...), "cron", "--", "true")...)
 		if took := time.Since(began); code != 75 || took < 300*time.Millisecond {
-			t.Fatalf("-w %s: status %d after %v, want 75 after at least 300ms; stderr %q", w, code, took, stderr)
+			t.Fatalf("%q: status %d after %v, want 75 after at least 300ms; stderr %q", w, code, took, stderr)
 		}
 	}
 	if code := stop(); code != 0 {
@@ -150,6 +154,12 @@ func TestUsageMessagesAgree(t *testing.T) {
 		{[]string{"status", "k"}, []string{"DLOCK_TIMEOUT=soon"}, `DLOCK_TIMEOUT="soon": not a duration`},
 		{[]string{"run", "-n", "3", "k", "--", "true"}, nil, `-n takes no value`},
 		{[]string{"run", "--nope", "k", "--", "true"}, nil, `unknown flag --nope`},
+		// flock's flags that have no place here say what to write instead.
+		{[]string{"run", "--timeout", "5", "k", "--", "true"}, nil, `--timeout: flock's --timeout is --wait here`},
+		{[]string{"run", "-o", "k", "--", "true"}, nil, `-o: flock's --close`},
+		{[]string{"run", "-F", "k", "--", "true"}, nil, `-F: flock's --no-fork`},
+		{[]string{"run", "9"}, nil, `flock's file-descriptor form`},
+		{[]string{"run", "-n", "9"}, nil, `flock's file-descriptor form`},
 		{[]string{"run", "k", "--ttl"}, nil, `--ttl needs a value`},
 	} {
 		code, _, stderr := dlockEnv(t, url, tc.env, tc.args...)

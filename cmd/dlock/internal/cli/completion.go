@@ -130,7 +130,7 @@ func valueFlags(c compCommand) []string {
 func spellings(f *flagSpec) []string {
 	words := []string{"--" + f.name}
 	for _, a := range f.aliases {
-		words = append(words, "--"+a)
+		words = append(words, dashed(a))
 	}
 	if f.short != "" {
 		words = append(words, "-"+f.short)
@@ -255,7 +255,11 @@ func fishCompletion(spec []compCommand) string {
 		for _, f := range c.flags {
 			fmt.Fprintf(&b, "complete -c dlock -n '__fish_seen_subcommand_from %s' -l %s", c.name, f.name)
 			for _, a := range f.aliases {
-				fmt.Fprintf(&b, " -l %s", a)
+				if len(a) == 1 {
+					fmt.Fprintf(&b, " -s %s", a)
+				} else {
+					fmt.Fprintf(&b, " -l %s", a)
+				}
 			}
 			if f.short != "" {
 				fmt.Fprintf(&b, " -s %s", f.short)

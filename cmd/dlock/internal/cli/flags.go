@@ -34,7 +34,8 @@ func envName(name string) string {
 type flagSpec struct {
 	name  string // long name, without dashes
 	short string // one-letter alias, or ""
-	// aliases are more long names (flock's spellings); they have no
+	// aliases are more names (flock's spellings): one letter is written
+	// with one dash (-e), a longer name with two (--nb). They have no
 	// variables of their own.
 	aliases []string
 	arg     string // what the value is, for help ("D", "N", ...); "" for a switch
@@ -55,11 +56,67 @@ type flagSpec struct {
 // spec is registered under its long and short names, plus the specs for
 // help, environment and completion.
 type flagSet struct {
-	cmd     string
-	fs      *flag.FlagSet
-	specs   []*flagSpec
-	envOff  bool  // the command reads no variables
-	badFlag error // the first bad value seen, with its flag's name
+	cmd      string
+	fs       *flag.FlagSet
+	specs    []*flagSpec
+	refusals []refusal // other tools' flags the command explains
+	envOff   bool      // the command reads no variables
+	badFlag  error     // the first bad value seen, with its flag's name
+}
+
+// refusal is a flag of another tool (flock's) that the command does not
+// take: instead of "unknown flag", its message says what to write here.
+type refusal struct {
+	names []string // without dashes; one letter is a short flag
+	why   string
+}
+
+// refuse declares names (without dashes) as flags the command does not
+// take, for the reason why.
+func (f *flagSet) refuse(why string, names ...string) {
+	f.refusals = append(f.refusals, refusal{names: names, why: why})
+}
+
+// refusalOf returns the refusal of the unknown flag name (without dashes)
+// and the flag as it is shown in the message: typed, or, in a bundle of
+// short flags (-no), the refused letter.
+func (f *flagSet) refusalOf(name, typed string) (shown, why string, ok bool) {
+	find := func(n string) (string, bool) {
+		for _, r := range f.refusals {
+			if slices.Contains(r.names, n) {
+				return r.why, true
+			}
+		}
+		return "", false
+	}
+	if why, ok := find(name); ok {
+		return typed, why, true
+	}
+	if len(name) < 2 || strings.HasPrefix(typed, "--") || strings.ContainsAny(name, "-=") {
+		return "", "", false // not a bundle of short flags
+	}
+	for _, r := range name {
+		if why, ok := find(string(r)); ok {
+			return dashed(string(r)), why, true
+		}
+		if s := f.lookup(string(r)); s == nil || !s.hasShort(string(r)) {
+			return "", "", false
+		}
+	}
+	return "", "", false
+}
+
+// dashed is a flag's name as written: -x for one letter, --name otherwise.
+func dashed(name string) string {
+	if len(name) == 1 {
+		return "-" + name
+	}
+	return "--" + name
+}
+
+// hasShort reports whether letter is one of the spec's one-letter names.
+func (s *flagSpec) hasShort(letter string) bool {
+	return s.short == letter || len(letter) == 1 && slices.Contains(s.aliases, letter)
 }
 
 // helpRef is where a command's usage is: "dlock run --help".
@@ -221,7 +278,11 @@ func (f *flagSet) parseArgs(args []string) error {
 	}
 	msg := err.Error()
 	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: "); ok {
-		msg = "unknown flag " + asTyped(args, name)
+		typed := asTyped(args, name)
+		msg = "unknown flag " + typed
+		if shown, why, ok := f.refusalOf(strings.TrimLeft(name, "-"), typed); ok {
+			msg = shown + ": " + why
+		}
 	} else if name, ok := strings.CutPrefix(msg, "flag needs an argument: -"); ok {
 		if s := f.lookup(name); s != nil {
 			name = s.name
@@ -270,7 +331,7 @@ func (f *flagSet) writeHelp(w io.Writer) {
 			names = "-" + s.short + ", --" + s.name
 		}
 		for _, a := range s.aliases {
-			names += ", --" + a
+			names += ", " + dashed(a)
 		}
 		if s.arg != "" {
 			names += " " + s.arg

@@ -283,8 +283,8 @@ func TestRunCombinedShortFlagsAndFlockAliases(t *testing.T) {
 		}
 	}
 	for _, args := range [][]string{
-		{"-nx", "k", "--", "true"},      // x is no flag
-		{"-wq", "2", "k", "--", "true"}, // only the last letter takes a value
+		{"-nz", "k", "--", "true"},      // z is no flag
+		{"-wq", "2", "k", "--", "true"}, // q is -w's value: not a duration
 		{"-qn", "3", "--", "true"},      // -n 3, combined, is still refused
 	} {
 		if _, _, _, err := runFlags(t, nil, args...); exitCode(err) != ExitUsage {
@@ -298,5 +298,83 @@ func TestRunCombinedShortFlagsAndFlockAliases(t *testing.T) {
 	code, stdout, _ := run("run", "--help")
 	if code != 0 || !strings.Contains(stdout, "-n, --nowait, --nb, --nonblock") {
 		t.Errorf("run --help does not show -n's aliases:\n%s", stdout)
+	}
+}
+
+// TestRunFlockHabits: flock(1)'s spellings that mean something in dlock's
+// model are taken (-x and -e, attached values), and the others are refused
+// with a line that says what to write instead.
+func TestRunFlockHabits(t *testing.T) {
+	for _, tc := range []struct {
+		args   []string
+		shared bool
+		wait   time.Duration // -1: not set
+		exit   int
+		argv   string
+	}{
+		{[]string{"-x", "k", "--", "true"}, false, -1, ExitNotAcquired, "true"},
+		{[]string{"-e", "k", "--", "true"}, false, -1, ExitNotAcquired, "true"},
+		{[]string{"--exclusive", "k", "--", "true"}, false, -1, ExitNotAcquired, "true"},
+		{[]string{"-nx", "k", "--", "true"}, false, 0, ExitNotAcquired, "true"},
+		// As in flock, the last of -s and -x counts.
+		{[]string{"-s", "-x", "k", "--", "true"}, false, -1, ExitNotAcquired, "true"},
+		{[]string{"-x", "-s", "k", "--", "true"}, true, -1, ExitNotAcquired, "true"},
+		// Attached values, as getopt takes them.
+		{[]string{"-w5", "k", "--", "true"}, false, 5 * time.Second, ExitNotAcquired, "true"},
+		{[]string{"-w0.5", "k", "--", "true"}, false, 500 * time.Millisecond, ExitNotAcquired, "true"},
+		{[]string{"-E0", "k", "--", "true"}, false, -1, 0, "true"},
+		{[]string{"-nE3", "k", "--", "true"}, false, 0, 3, "true"},
+		{[]string{"-xw5", "k", "sh", "-w5"}, false, 5 * time.Second, ExitNotAcquired, "sh|-w5"},
+		{[]string{"-cecho hi", "k"}, false, -1, ExitNotAcquired, "/bin/sh|-c|echo hi"},
+	} {
+		o, key, argv, err := runFlags(t, nil, tc.args...)
+		switch {
+		case err != nil:
+			t.Errorf("%q: %v", tc.args, err)
+		case key != "k" || strings.Join(argv, "|") != tc.argv:
+			t.Errorf("%q: key %q argv %q, want k and %q", tc.args, key, argv, tc.argv)
+		case o.kind.isShared() != tc.shared || o.kind.check() != nil:
+			t.Errorf("%q: shared %v (check %v), want %v", tc.args, o.kind.isShared(), o.kind.check(), tc.shared)
+		case tc.wait < 0 && o.wait.set, tc.wait >= 0 && (!o.wait.set || o.wait.d != tc.wait):
+			t.Errorf("%q: wait %+v, want %v", tc.args, *o.wait, tc.wait)
+		case *o.conflictExit != tc.exit:
+			t.Errorf("%q: conflict exit code %d, want %d", tc.args, *o.conflictExit, tc.exit)
+		}
+	}
+	if o, _, _, err := runFlags(t, nil, "-x", "-p", "3", "k", "--", "true"); err == nil && o.kind.check() == nil {
+		t.Error("-x -p 3: taken; want a usage error (the lock or a permit)")
+	}
+	for _, tc := range []struct {
+		args []string
+		want string // in the one line of the usage error
+	}{
+		{[]string{"--timeout", "5", "k", "--", "true"}, "--timeout: flock's --timeout is --wait here"},
+		{[]string{"--timeout=5", "k", "--", "true"}, "--timeout: flock's --timeout is --wait here"},
+		{[]string{"-o", "k", "--", "true"}, "-o: flock's --close"},
+		{[]string{"--close", "k", "--", "true"}, "--close: flock's --close"},
+		{[]string{"-no", "k", "--", "true"}, "-o: flock's --close"},
+		{[]string{"-F", "k", "--", "true"}, "-F: flock's --no-fork"},
+		{[]string{"--no-fork", "k", "--", "true"}, "--no-fork: flock's --no-fork"},
+		{[]string{"-u", "9"}, "dlock unlock --force KEY"},
+		{[]string{"--fcntl", "k", "--", "true"}, "--fcntl: flock's --fcntl"},
+		// flock's file-descriptor form: a number where KEY goes, and no COMMAND.
+		{[]string{"9"}, "flock's file-descriptor form"},
+		{[]string{"-n", "9"}, "flock's file-descriptor form"},
+		{[]string{"-x", "-w", "5", "9"}, "flock's file-descriptor form"},
+		// consul lock's "-n 3 KEY" is still the other reading.
+		{[]string{"-n", "3", "k", "--", "true"}, "-n takes no value"},
+		{[]string{"--nope", "k", "--", "true"}, "unknown flag --nope"},
+	} {
+		_, _, _, err := runFlags(t, nil, tc.args...)
+		if exitCode(err) != ExitUsage || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%q: %v; want a one-line usage error with %q", tc.args, err, tc.want)
+		}
+	}
+	if err := fdFormError("9"); !strings.Contains(err.Error(), "dlock run KEY -- COMMAND") {
+		t.Errorf("the file-descriptor form's message %q does not show dlock's form", err)
+	}
+	code, stdout, _ := run("run", "--help")
+	if code != 0 || !strings.Contains(stdout, "-x, --exclusive, -e ") {
+		t.Errorf("run --help does not show -x with -e:\n%s", stdout)
 	}
 }

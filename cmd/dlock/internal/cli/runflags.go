@@ -62,13 +62,52 @@ func declareRunFlags(f *flagSet) *runOptions {
 	// shares, so they have none.
 	o.kind.shared = f.boolean("shared", "s", "take a read lease of the read-write lock KEY: shared with other --shared runs, excluded by plain runs (flock -s)")
 	f.noEnv()
+	// flock's -x and -e: the exclusive lock, which is the default. As in
+	// flock, the last of -s and -x counts.
+	f.add(&flagSpec{name: "exclusive", short: "x", aliases: []string{"e"},
+		usage: "take the lock exclusively, the default; undoes an earlier --shared (flock -x, -e)",
+		value: exclusiveValue{&o.kind}})
 	o.kind.permits = f.integer("permits", "p", 0, 0, dlock.MaxPermits,
 		"take one of N permits of the semaphore KEY: at most N such runs at once (consul lock -n N)")
 	f.noEnv()
 	o.shell = f.str("command", "c", "STRING", "run STRING with /bin/sh -c instead of a COMMAND after -- (flock -c)", "")
 	f.noEnv()
 	o.verbose = f.boolean("verbose", "v", "log renewal failures to stderr")
+	refuseFlockFlags(f)
 	return o
+}
+
+// refuseFlockFlags declares flock(1)'s flags that have no place in
+// dlock's model, each with a message that says what to write instead.
+func refuseFlockFlags(f *flagSet) {
+	f.refuse("flock's --timeout is --wait here (-w 10, --wait 1m30s); dlock's --timeout, on status, list and unlock, bounds the store's answer",
+		"timeout")
+	f.refuse("flock's --close keeps what COMMAND leaves running from holding the lock; dlock never hands the lock to COMMAND, "+
+		"and ends what it leaves running (SIGTERM, SIGKILL after --grace) before releasing: leave it out",
+		"o", "close")
+	f.refuse("flock's --no-fork runs COMMAND in flock's place; dlock stays to renew the lock, "+
+		"with COMMAND as its child (signals forwarded, its exit status passed through): leave it out",
+		"F", "no-fork")
+	f.refuse("flock's --unlock releases a lock held on a file descriptor; a dlock run's lock ends with COMMAND, "+
+		"and dlock unlock --force KEY breaks another's",
+		"u", "unlock")
+	f.refuse("flock's --fcntl chooses fcntl(2) locks on the file; dlock's locks are in the store: leave it out",
+		"fcntl")
+}
+
+// exclusiveValue is -x: the exclusive lock, flock's default, so it only
+// undoes an earlier --shared. It is remembered, so that -x with
+// --permits, which asks for neither a lock nor a read lease, is refused.
+type exclusiveValue struct{ kind *leaseKind }
+
+func (v exclusiveValue) String() string   { return "" }
+func (v exclusiveValue) IsBoolFlag() bool { return true }
+func (v exclusiveValue) Set(s string) error {
+	if s != "true" {
+		return errors.New("takes no value")
+	}
+	*v.kind.shared, v.kind.exclusive = false, true
+	return nil
 }
 
 // nowaitValue is -n: it sets --wait to 0, so that -n and --wait are one
@@ -143,9 +182,21 @@ func (s *invocation) parseRunArgs(o *runOptions, args []string) (key string, arg
 		argv = pos[1:]
 	}
 	if len(argv) == 0 {
+		if isDecimal(key) {
+			return "", nil, fdFormError(key)
+		}
 		return "", nil, usageErrorf("missing COMMAND after KEY (see dlock run --help)")
 	}
 	return key, argv, nil
+}
+
+// fdFormError explains that flock's "flock [-n] 9" (lock descriptor 9,
+// opened by the shell with 9>FILE, for the rest of a subshell) has no
+// counterpart: fd is the number where KEY would be.
+func fdFormError(fd string) error {
+	return usageErrorf("missing COMMAND after KEY %q: flock's file-descriptor form (flock %s with %s>FILE) does not carry over, "+
+		"as dlock locks names, not descriptors: run the commands under the lock, dlock run KEY -- COMMAND, "+
+		"or dlock run KEY -c 'COMMANDS' (see dlock run --help)", fd, fd, fd)
 }
 
 // refuseNumericAfterN rejects "-n 3", consul lock's "3 permits": here -n
@@ -163,6 +214,9 @@ func refuseNumericAfterN(f *flagSet, args []string, flagsOnly bool) error {
 			continue
 		}
 		if a == "-n" && i+1 < len(args) && isDecimal(args[i+1]) {
+			if flagsOnly && i+2 == len(args) { // nothing after it: flock -n 9
+				return fdFormError(args[i+1])
+			}
 			return usageErrorf("-n takes no value: it is flock's no-wait (--wait 0), and %q would be the KEY; "+
 				"if it is, put it first: dlock run %s -n -- COMMAND (see dlock run --help)", args[i+1], args[i+1])
 		}

@@ -14,12 +14,16 @@ ended.
 Flags may come before or after KEY, but all before the "--"; everything
 after the "--" is COMMAND. Without "--", flags must precede KEY, except
 with -c (flock's "flock FILE -c STRING" order works), and what follows KEY
-is COMMAND's, as given. Short flags combine (-nq is -n -q; -qw 5 is -q -w
-5). -n (also --nb, --nonblock, as in flock) is flock's no-wait and takes
-no value ("-n 3" is refused; 3 permits are --permits 3). Durations are
+is COMMAND's, as given. Short flags combine, and a value may be attached,
+as with getopt (-nq is -n -q; -qw 5 is -q -w 5; -w5 is -w 5). -n (also
+--nb, --nonblock, as in flock) is flock's no-wait and takes no value ("-n
+3" is refused; 3 permits are --permits 3). flock's -x and -e are taken
+(the exclusive lock, the default); its -o, -F, -u, --fcntl and --timeout
+(here --wait) are refused with what to write instead. Durations are
 seconds (10, 0.5) or Go durations (1m30s).
-Every flag but -n, -c, --shared, --permits and --help can be set by its
-DLOCK_* variable (shown below); the command line wins over the variable.
+Every flag but -n, -x, -c, --shared, --permits and --help can be set by
+its DLOCK_* variable (shown below); the command line wins over the
+variable.
 
 Shared runs: --shared (-s) takes a read lease of the read-write lock KEY
 instead of the lock: any number of --shared runs hold KEY at once, and a

@@ -15,8 +15,9 @@ import (
 // a read lease of the read-write lock KEY (--shared), or one of N permits
 // of the semaphore KEY (--permits N).
 type leaseKind struct {
-	shared  *bool
-	permits *int // 0: not a semaphore
+	shared    *bool
+	permits   *int // 0: not a semaphore
+	exclusive bool // -x was given
 }
 
 func (k leaseKind) isShared() bool { return k.shared != nil && *k.shared }
@@ -28,8 +29,11 @@ func (k leaseKind) n() int {
 }
 
 func (k leaseKind) check() error {
-	if k.isShared() && k.n() > 0 {
+	switch {
+	case k.isShared() && k.n() > 0:
 		return usageErrorf("--shared and --permits are exclusive: a read lease or a permit (see dlock run --help)")
+	case k.exclusive && k.n() > 0:
+		return usageErrorf("--exclusive and --permits are exclusive: the lock or a permit (see dlock run --help)")
 	}
 	return nil
 }
