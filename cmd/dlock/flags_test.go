@@ -160,6 +160,7 @@ func TestUsageMessagesAgree(t *testing.T) {
 		{[]string{"run", "-F", "k", "--", "true"}, nil, `-F: flock's --no-fork`},
 		{[]string{"run", "9"}, nil, `flock's file-descriptor form`},
 		{[]string{"run", "-n", "9"}, nil, `flock's file-descriptor form`},
+		{[]string{"status", "--watch", "abc", "k"}, nil, `--watch "abc": not a duration`},
 		{[]string{"run", "k", "--ttl"}, nil, `--ttl needs a value`},
 	} {
 		code, _, stderr := dlockEnv(t, url, tc.env, tc.args...)

@@ -178,7 +178,7 @@ func defineStatus(f *flagSet, _ Options) runFunc {
 		if err := s.parse(args); err != nil {
 			return err
 		}
-		key, err := keyArg(s.flags, "status")
+		key, err := watchKeyArg(s.flags, watch, args)
 		if err != nil {
 			return err
 		}

@@ -22,9 +22,10 @@ const (
 
 const watchHelp = `
 --watch[=D] shows the status again every D (default 2s, at least 100ms)
-until dlock gets SIGINT or SIGTERM, then exits 0. Each refresh starts with
-a line "--- TIME" (RFC 3339, UTC) and shows the lock as above, or the line
-lock "KEY" is not held. With --json there is no such line: each refresh is
+until dlock gets SIGINT or SIGTERM, then exits 0. "--watch D KEY" is
+"--watch=D KEY" ("--watch 5" alone watches the key 5). Each refresh
+starts with a line "--- TIME" (RFC 3339, UTC) and shows the lock as above,
+or the line lock "KEY" is not held. With --json there is no such line: each refresh is
 one JSON object on one line (NDJSON), as above. A refresh that fails (the
 store unreachable, or not answering within --timeout) prints its error line
 on stderr, as status would, and the watch goes on. --watch is never taken
@@ -36,6 +37,7 @@ from the environment.
 type watchValue struct {
 	on    bool
 	every time.Duration
+	bare  bool // the last --watch had no value
 }
 
 func (w *watchValue) String() string {
@@ -48,10 +50,10 @@ func (w *watchValue) String() string {
 func (w *watchValue) Set(v string) error {
 	switch v {
 	case "true": // the bare flag
-		w.on, w.every = true, defaultWatchEvery
+		w.on, w.every, w.bare = true, defaultWatchEvery, true
 		return nil
 	case "false":
-		w.on = false
+		w.on, w.bare = false, false
 		return nil
 	}
 	d, err := parseDuration(v)
@@ -61,7 +63,7 @@ func (w *watchValue) Set(v string) error {
 	if d < minWatchEvery {
 		return fmt.Errorf("must be at least %v", minWatchEvery)
 	}
-	w.on, w.every = true, d
+	w.on, w.every, w.bare = true, d, false
 	return nil
 }
 
@@ -76,6 +78,24 @@ func declareWatch(f *flagSet) *watchValue {
 		env: true, value: w})
 	f.noEnv()
 	return w
+}
+
+// watchKeyArg returns status's KEY. --watch takes its interval as
+// --watch=D; "--watch D KEY" is read the same way, since the word after a
+// bare --watch followed by KEY has no other reading: status takes one
+// KEY, so "status --watch 1s k" was an error, while "status --watch 5"
+// still shows the lock 5 every 2s.
+func watchKeyArg(f *flagSet, w *watchValue, args []string) (string, error) {
+	fs := f.fs
+	if fs.NArg() == 2 && w.on && w.bare && len(args) > fs.NArg() {
+		if before := args[len(args)-fs.NArg()-1]; before == "--watch" || before == "-watch" {
+			if err := w.Set(fs.Arg(0)); err != nil {
+				return "", usageErrorf("--watch %q: %v (see dlock status --help)", fs.Arg(0), err)
+			}
+			return fs.Arg(1), nil
+		}
+	}
+	return keyArg(f, "status")
 }
 
 // watchSignals are what end a watch, with status 0.
