@@ -147,8 +147,8 @@ func TestUsageMessagesAgree(t *testing.T) {
 		{[]string{"run", "k", "--", "true"}, []string{"DLOCK_TTL=abc"}, `DLOCK_TTL="abc": not a duration`},
 		// Below the store's minimum TTL: refused when the Client is made,
 		// after parsing, and still named after where it came from.
-		{[]string{"run", "--ttl", "10ms", "k", "--", "true"}, nil, `--ttl 10ms: invalid argument: ttl: default TTL 10ms is below the minimum 20ms (see dlock run --help)`},
-		{[]string{"run", "k", "--", "true"}, []string{"DLOCK_TTL=10ms"}, `DLOCK_TTL="10ms": invalid argument: ttl: default TTL 10ms is below the minimum 20ms (see dlock run --help)`},
+		{[]string{"run", "--ttl", "10ms", "k", "--", "true"}, nil, `--ttl 10ms: below the store's minimum 20ms (see dlock run --help)`},
+		{[]string{"run", "k", "--", "true"}, []string{"DLOCK_TTL=10ms"}, `DLOCK_TTL="10ms": below the store's minimum 20ms (see dlock run --help)`},
 		{[]string{"run", "k", "--", "true"}, []string{"DLOCK_WAIT=-1"}, `DLOCK_WAIT="-1": must not be negative`},
 		{[]string{"run", "k", "--", "true"}, []string{"DLOCK_QUIET=maybe"}, `DLOCK_QUIET="maybe": not a boolean`},
 		{[]string{"status", "k"}, []string{"DLOCK_TIMEOUT=soon"}, `DLOCK_TIMEOUT="soon": not a duration`},

@@ -118,3 +118,24 @@ func TestOperatorCommandsReportAHangingStoreAsUnavailable(t *testing.T) {
 		}
 	}
 }
+
+// TestLibraryRefusalsSaidOnce: a KEY or TTL the library refuses is one
+// short line, without the library's and the driver's prefixes repeated,
+// and a TTL the user gave is not called a default.
+func TestLibraryRefusalsSaidOnce(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"status", "}"}, "dlock status: invalid KEY: \"}\" starts with '}'\n"},
+		{[]string{"status", ""}, "dlock status: invalid KEY: empty\n"},
+		{[]string{"unlock", "--force", "}"}, "dlock unlock: invalid KEY: \"}\" starts with '}'\n"},
+		{[]string{"run", "}", "--", "true"}, "dlock run: invalid KEY: \"}\" starts with '}'\n"},
+		{[]string{"run", "--ttl", "10ms", "k", "--", "true"}, "dlock run: --ttl 10ms: below the store's minimum 20ms (see dlock run --help)\n"},
+	} {
+		// The default store is never reached: these are refused first.
+		if code, _, stderr := run(tc.args...); code != ExitUsage || stderr != tc.want {
+			t.Errorf("%q: status %d, stderr %q; want %d, %q", tc.args, code, stderr, ExitUsage, tc.want)
+		}
+	}
+}

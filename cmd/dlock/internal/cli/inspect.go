@@ -112,9 +112,18 @@ func keyArg(f *flagSet, cmd string) (string, error) {
 // store.
 func checkKey(c *dlock.Client, key string) error {
 	if err := c.CheckKey(key); err != nil {
-		return &exitError{code: ExitUsage, err: err}
+		return &exitError{code: ExitUsage, err: fmt.Errorf("invalid KEY: %s", keyRefusal(err))}
 	}
 	return nil
+}
+
+// keyRefusal is why a key was refused, without the prefixes the library
+// and the driver each put on it ("invalid argument: key: ... invalid
+// argument: key ..."): "empty", or the driver's `"}" starts with '}'`.
+func keyRefusal(err error) string {
+	why := strings.TrimPrefix(err.Error(), dlock.ErrInvalidKey.Error()+": ")
+	why = strings.TrimPrefix(why, dlock.ErrInvalidArgument.Error()+": ")
+	return strings.TrimPrefix(why, "key ")
 }
 
 // withClient runs f with a Client on the invocation's store and a context

@@ -61,7 +61,7 @@ func runCommand(ctx context.Context, s *invocation, o *runOptions, args []string
 	// take just below: usage errors, found before any round trip.
 	client, err := s.openClient(opts...)
 	if errors.Is(err, dlock.ErrInvalidTTL) {
-		return s.flags.badValue("ttl", fmt.Sprint(*o.ttl), strings.TrimPrefix(err.Error(), "dlock: "))
+		return s.flags.badValue("ttl", fmt.Sprint(*o.ttl), ttlRefusal(err, *o.ttl))
 	}
 	if err != nil {
 		return err
@@ -109,6 +109,16 @@ func runCommand(ctx context.Context, s *invocation, o *runOptions, args []string
 type signalError struct{ sig os.Signal }
 
 func (e signalError) Error() string { return fmt.Sprintf("interrupted by %v", e.sig) }
+// ttlRefusal is why the store refused the TTL d, from the library's
+// error, which speaks of the Client's default TTL (the option dlock sets
+// from --ttl): "below the store's minimum 20ms".
+func ttlRefusal(err error, d time.Duration) string {
+	why := strings.TrimPrefix(err.Error(), dlock.ErrInvalidTTL.Error()+": ")
+	why = strings.TrimPrefix(why, "default TTL "+d.String()+" ")
+	why = strings.TrimPrefix(why, "is ")
+	return strings.Replace(why, "below the minimum", "below the store's minimum", 1)
+}
+
 
 // acquire takes the lock (or the read lease or permit kind asks for),
 // giving up after wait (one attempt for 0) or when a signal arrives.
