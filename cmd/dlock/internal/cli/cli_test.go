@@ -3,10 +3,12 @@ package cli
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -137,5 +139,19 @@ func TestLibraryRefusalsSaidOnce(t *testing.T) {
 		if code, _, stderr := run(tc.args...); code != ExitUsage || stderr != tc.want {
 			t.Errorf("%q: status %d, stderr %q; want %d, %q", tc.args, code, stderr, ExitUsage, tc.want)
 		}
+	}
+}
+
+// TestVersionJSONIsOneLine: version --json prints the one line that
+// docs/cli.md shows.
+func TestVersionJSONIsOneLine(t *testing.T) {
+	code, stdout, _ := run("version", "--json")
+	want := `{"version": "` + dlock.Version + `", "go": "` + runtime.Version() + `"}` + "\n"
+	if code != 0 || stdout != want {
+		t.Fatalf("version --json: status %d, %q; want %q", code, stdout, want)
+	}
+	var v struct{ Version, Go string }
+	if err := json.Unmarshal([]byte(stdout), &v); err != nil || v.Version != dlock.Version || v.Go != runtime.Version() {
+		t.Errorf("version --json does not parse back: %+v, %v", v, err)
 	}
 }

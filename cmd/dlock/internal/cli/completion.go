@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"runtime"
@@ -60,10 +61,7 @@ func defineVersion(f *flagSet, _ Options) runFunc {
 			return usageErrorf("unexpected argument %q (see dlock version --help)", s.flags.fs.Arg(0))
 		}
 		if *asJSON {
-			return writeJSON(s.env.Stdout, struct {
-				Version string `json:"version"`
-				Go      string `json:"go"`
-			}{s.version(), runtime.Version()})
+			return writeVersionJSON(s.env.Stdout, s.version(), runtime.Version())
 		}
 		_, err := fmt.Fprintln(s.env.Stdout, "dlock", s.version())
 		return err
@@ -285,4 +283,19 @@ func firstClause(s string) string {
 		s = s[:i]
 	}
 	return strings.TrimSpace(s)
+}
+
+// writeVersionJSON prints version --json's one line, as docs/cli.md shows
+// it: {"version": "0.1.0", "go": "go1.26.8"}.
+func writeVersionJSON(w io.Writer, version, goVersion string) error {
+	v, err := json.Marshal(version)
+	if err != nil {
+		return err
+	}
+	g, err := json.Marshal(goVersion)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(w, "{\"version\": %s, \"go\": %s}\n", v, g)
+	return err
 }
