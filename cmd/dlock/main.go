@@ -43,7 +43,7 @@ func main() {
 // promMetrics is the exporter of run --metrics-addr: the dlock collector
 // in a registry of its own, so /metrics shows exactly the run's lock
 // metrics and nothing registered globally by any package leaks in.
-func promMetrics() (http.Handler, []dl.Option, error) {
+func promMetrics() (http.Handler, dl.Observer, error) {
 	col, err := dlockprom.New()
 	if err != nil {
 		return nil, nil, err
@@ -53,7 +53,7 @@ func promMetrics() (http.Handler, []dl.Option, error) {
 		return nil, nil, err
 	}
 	h := promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
-	return h, []dl.Option{dl.WithObserver(col)}, nil
+	return h, col, nil
 }
 
 type silent struct{}

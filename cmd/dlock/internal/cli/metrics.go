@@ -13,12 +13,13 @@ import (
 const metricsPath = "/metrics"
 
 // startMetrics makes the binary's metrics exporter, listens on addr and
-// serves it there. The Client must be opened with the returned options;
-// stop closes the listener and every connection, and returns when the
-// server has. The listener is opened before the lock is requested, so a
-// port that cannot be had is a usage error (64) and nothing was locked.
-func (s *invocation) startMetrics(addr string) (opts []dlock.Option, stop func(), err error) {
-	handler, opts, err := s.opts.Metrics()
+// serves it there. The Client must be opened with the returned observer
+// installed; stop closes the listener and every connection, and returns
+// when the server has. The listener is opened before the lock is
+// requested, so a port that cannot be had is a usage error (64) and
+// nothing was locked.
+func (s *invocation) startMetrics(addr string) (obs dlock.Observer, stop func(), err error) {
+	handler, obs, err := s.opts.Metrics()
 	if err != nil {
 		return nil, nil, fmt.Errorf("metrics exporter: %w", err)
 	}
@@ -36,7 +37,7 @@ func (s *invocation) startMetrics(addr string) (opts []dlock.Option, stop func()
 		defer close(done)
 		_ = srv.Serve(l) // ends with ErrServerClosed on stop
 	}()
-	return opts, func() {
+	return obs, func() {
 		_ = srv.Close()
 		<-done
 	}, nil

@@ -45,10 +45,11 @@ type Backend struct {
 }
 
 // Metrics makes a metrics exporter for one run: the handler that serves
-// the metrics, and the Client options that feed it (typically
-// dlock.WithObserver of the same exporter). It is called once per run
-// that has --metrics-addr, before the Client is opened.
-type Metrics func() (http.Handler, []dlock.Option, error)
+// the metrics, and the Observer that feeds it (typically the same
+// exporter). It is called once per run that has --metrics-addr, before
+// the Client is opened. The Client has one Observer, so run installs a
+// tee of this one and its own, which learns why a lease was lost.
+type Metrics func() (http.Handler, dlock.Observer, error)
 
 // flagNameRE is what a Backend's Flag may be.
 var flagNameRE = regexp.MustCompile(`^[a-z][a-z0-9-]*$`)

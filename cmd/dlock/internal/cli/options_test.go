@@ -25,6 +25,7 @@ type memBackend struct {
 	mu    sync.Mutex
 	specs []string
 	nopts []int
+	conns []*memdriver.Driver // the handle of each Client opened
 }
 
 func newMemBackend(t *testing.T) *memBackend {
@@ -45,7 +46,18 @@ func (m *memBackend) open(spec string, opts ...dlock.Option) (*dlock.Client, err
 	if spec == "bad" {
 		return nil, errors.New("bad spec")
 	}
-	return dlock.New(m.drv.Connect(), opts...)
+	conn := m.drv.Connect()
+	m.mu.Lock()
+	m.conns = append(m.conns, conn)
+	m.mu.Unlock()
+	return dlock.New(conn, opts...)
+}
+
+// conn is the store handle of the i-th Client opened.
+func (m *memBackend) conn(i int) *memdriver.Driver {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.conns[i]
 }
 
 func (m *memBackend) opened() []string {
@@ -68,11 +80,15 @@ func (m *memBackend) held(t *testing.T, key string) bool {
 	return held
 }
 
-// testMetrics is an exporter whose handler serves a fixed text.
-func testMetrics(opts ...dlock.Option) Metrics {
-	return func() (http.Handler, []dlock.Option, error) {
+// testMetrics is an exporter whose handler serves a fixed text, fed by
+// obs (none without it).
+func testMetrics(obs ...dlock.Observer) Metrics {
+	return func() (http.Handler, dlock.Observer, error) {
 		h := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "test_metric 1\n") })
-		return h, opts, nil
+		if len(obs) == 0 {
+			return h, nil, nil
+		}
+		return h, obs[0], nil
 	}
 }
 
@@ -288,17 +304,44 @@ func TestMetricsAddrThatCannotBeListenedOn(t *testing.T) {
 	}
 }
 
-func TestMetricsOptionsReachTheClient(t *testing.T) {
-	m := newMemBackend(t)
-	// An option the Client refuses shows that the exporter's options are
-	// applied to the run's Client.
-	opts := Options{Backends: []Backend{m.backend()}, Metrics: testMetrics(dlock.WithRenewRetryDelay(-time.Second))}
-	code, _, stderr := runWith(opts, nil, "run", "--mem", "m", "--metrics-addr", freeAddr(t), "k", "--", "true")
-	if code != ExitUsage || len(m.opened()) != 1 || !strings.Contains(stderr, "retry") {
-		t.Fatalf("status %d, opened %d times, stderr %q; want %d after one Open", code, len(m.opened()), stderr, ExitUsage)
+// eventCounter counts a Client's acquisitions and releases.
+type eventCounter struct {
+	dlock.BaseObserver
+	mu                 sync.Mutex
+	acquired, released int
+}
+
+func (c *eventCounter) Acquire(e dlock.AcquireEvent) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e.Result == dlock.ResultAcquired {
+		c.acquired++
 	}
-	if m.held(t, "k") {
-		t.Error("lock held after a refused Client")
+}
+
+func (c *eventCounter) Release(e dlock.ReleaseEvent) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e.WasHeld {
+		c.released++
+	}
+}
+
+// TestMetricsObserverSeesTheRun: the exporter's Observer gets the run's
+// events, alongside the one run installs to learn why a lease was lost.
+func TestMetricsObserverSeesTheRun(t *testing.T) {
+	m := newMemBackend(t)
+	var ec eventCounter
+	opts := Options{Backends: []Backend{m.backend()}, Metrics: testMetrics(&ec)}
+	code, _, stderr := runWith(opts, nil, "run", "--mem", "m", "--metrics-addr", freeAddr(t), "k", "--", "true")
+	if code != 0 {
+		t.Fatalf("status %d, stderr %q", code, stderr)
+	}
+	// Close, before Main returned, delivered every queued event.
+	ec.mu.Lock()
+	defer ec.mu.Unlock()
+	if ec.acquired != 1 || ec.released != 1 {
+		t.Errorf("the exporter saw %d acquisitions and %d releases, want 1 and 1", ec.acquired, ec.released)
 	}
 }
 

@@ -46,17 +46,21 @@ func runCommand(ctx context.Context, s *invocation, o *runOptions, args []string
 		level = slog.LevelWarn
 	}
 	logger := slog.New(slog.NewTextHandler(s.env.Stderr, &slog.HandlerOptions{Level: level}))
-	opts := []dlock.Option{dlock.WithDefaultTTL(*o.ttl), dlock.WithLogger(logger), dlock.WithOwnerMeta(*o.meta)}
+	loss := newLossWatch()
+	var obs dlock.Observer = loss
 	if o.metricsAddr != nil && *o.metricsAddr != "" {
 		// Served until runCommand returns: after the Client's Close (the
 		// deferred calls run in reverse), so the release is counted.
-		mopts, stop, err := s.startMetrics(*o.metricsAddr)
+		mobs, stop, err := s.startMetrics(*o.metricsAddr)
 		if err != nil {
 			return err
 		}
 		defer stop()
-		opts = append(mopts, opts...)
+		if mobs != nil {
+			obs = teeObserver{mobs, loss}
+		}
 	}
+	opts := []dlock.Option{dlock.WithDefaultTTL(*o.ttl), dlock.WithLogger(logger), dlock.WithOwnerMeta(*o.meta), dlock.WithObserver(obs)}
 	// A TTL below the store's minimum fails here, a name the store cannot
 	// take just below: usage errors, found before any round trip.
 	client, err := s.openClient(opts...)
@@ -99,16 +103,12 @@ func runCommand(ctx context.Context, s *invocation, o *runOptions, args []string
 		return err
 	}
 	sv := &supervisor{env: s.env, lease: lease, argv: argv, grace: *o.grace, sigs: sigs,
-		holdUntil: time.Now().Add(*o.minHold), ttl: *o.ttl, dropEnv: s.storeVariables()}
+		holdUntil: time.Now().Add(*o.minHold), ttl: *o.ttl, dropEnv: s.storeVariables(), loss: loss}
 	err = sv.run()
 	abandoned = sv.abandoned
 	return err
 }
 
-// signalError is the cause of a wait cut short by a signal.
-type signalError struct{ sig os.Signal }
-
-func (e signalError) Error() string { return fmt.Sprintf("interrupted by %v", e.sig) }
 // ttlRefusal is why the store refused the TTL d, from the library's
 // error, which speaks of the Client's default TTL (the option dlock sets
 // from --ttl): "below the store's minimum 20ms".
@@ -119,6 +119,10 @@ func ttlRefusal(err error, d time.Duration) string {
 	return strings.Replace(why, "below the minimum", "below the store's minimum", 1)
 }
 
+// signalError is the cause of a wait cut short by a signal.
+type signalError struct{ sig os.Signal }
+
+func (e signalError) Error() string { return fmt.Sprintf("interrupted by %v", e.sig) }
 
 // acquire takes the lock (or the read lease or permit kind asks for),
 // giving up after wait (one attempt for 0) or when a signal arrives.

@@ -60,7 +60,7 @@ back when the group has ended (before --min-hold) and when it stops.
 
 If the lock is lost while COMMAND runs (it expired during a network outage,
 or an operator ran 'dlock unlock --force'), the whole group gets SIGTERM at
-once and SIGKILL after --grace, and dlock exits 76.
+once and SIGKILL after --grace, and dlock exits 76, saying which it was.
 
 If dlock itself dies (SIGKILL, an OOM kill, a crash) while COMMAND runs,
 COMMAND's group is killed too: on Linux the kernel sends COMMAND SIGKILL

@@ -28,6 +28,7 @@ type supervisor struct {
 	// dropEnv are the variables COMMAND does not inherit: the store's
 	// address and credentials are dlock's (see storeVariables).
 	dropEnv []string
+	loss    *lossWatch // why the lease was lost
 }
 
 // run runs argv under the lease and decides the exit status.
@@ -263,7 +264,7 @@ func (g *supervision) finish(status int, statusErr error) error {
 	}
 	if lease.Err() != nil {
 		// Lost, possibly just as the command exited.
-		return lostError(lease, sv.argv[0])
+		return lostError(lease, sv.argv[0], sv.loss.reason())
 	}
 	if g.givenUp {
 		releaseLease(lease)
@@ -278,8 +279,8 @@ func (g *supervision) finish(status int, statusErr error) error {
 	defer cancel()
 	switch err := lease.Unlock(ctx); {
 	case errors.Is(err, dlock.ErrNotHeld):
-		return &exitError{code: ExitLockLost, err: fmt.Errorf("lock %q (token %d) was lost before %s finished (found at release)",
-			lease.Key(), lease.Token(), sv.argv[0])}
+		return &exitError{code: ExitLockLost, err: fmt.Errorf("lock %q (token %d) was lost before %s finished (found at release): %s",
+			lease.Key(), lease.Token(), sv.argv[0], takenAway)}
 	case err != nil:
 		fmt.Fprintf(sv.env.Stderr, "dlock run: warning: releasing %q failed; it expires within its TTL: %v\n", lease.Key(), err)
 	}
@@ -309,8 +310,9 @@ func (sv *supervisor) minHold(status int) error {
 	case <-t.C:
 		return nil
 	case <-sv.lease.Done():
-		fmt.Fprintf(sv.env.Stderr, "dlock run: warning: lock %q (token %d) was lost during --min-hold, %v before its end: %v\n",
-			sv.lease.Key(), sv.lease.Token(), time.Until(sv.holdUntil).Round(time.Millisecond), sv.lease.Err())
+		left := time.Until(sv.holdUntil).Round(time.Millisecond)
+		fmt.Fprintf(sv.env.Stderr, "dlock run: warning: lock %q (token %d) was lost during --min-hold, %v before its end%s\n",
+			sv.lease.Key(), sv.lease.Token(), left, because(sv.loss.reason()))
 		if status != 0 {
 			return &exitError{code: status, quiet: true}
 		}
@@ -344,9 +346,11 @@ func reapGroup(pgid int, killAt time.Time) {
 	}
 }
 
-func lostError(lease *dlock.Lease, name string) error {
-	return &exitError{code: ExitLockLost, err: fmt.Errorf("lock %q (token %d) was lost while %s ran; its process group was terminated",
-		lease.Key(), lease.Token(), name)}
+// lostError is the exit of a run whose lease was lost while COMMAND
+// (called name) ran, for reason ("" when the Client did not say).
+func lostError(lease *dlock.Lease, name, reason string) error {
+	return &exitError{code: ExitLockLost, err: fmt.Errorf("lock %q (token %d) was lost while %s ran%s; its process group was terminated",
+		lease.Key(), lease.Token(), name, because(reason))}
 }
 
 // exitStatus converts cmd's end into a shell-style status.
