@@ -229,8 +229,8 @@ func TestBadDatabaseIsAUsageError(t *testing.T) {
 		{"unlock", "--force", "k"},
 	} {
 		code, _, stderr := dlock(t, url, args...)
-		if code != 64 || !strings.Contains(stderr, "no such database") {
-			t.Errorf("%q: status %d, stderr %q; want 64, no such database", args, code, stderr)
+		if code != 64 || !strings.Contains(stderr, "no such database") || strings.Count(stderr, "DB index") != 1 {
+			t.Errorf("%q: status %d, stderr %q; want 64, no such database, said once", args, code, stderr)
 		}
 		oneLine(t, stderr)
 	}

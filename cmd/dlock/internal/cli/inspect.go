@@ -154,10 +154,12 @@ func (s *invocation) bounded(ctx context.Context, c *dlock.Client, timeout time.
 	return s.badDatabase(err)
 }
 
-// badDatabase turns the server's refusal of the URL's database number
-// into a usage error; other errors pass through.
+// badDatabase words the server's refusal of the URL's database number as
+// a usage error naming the URL once; other errors pass through. The
+// Redis driver reports it as an invalid argument (64) already, inside the
+// operation's own message.
 func (s *invocation) badDatabase(err error) error {
-	if err == nil || !errors.Is(err, dlock.ErrBackend) || !strings.Contains(err.Error(), "DB index is out of range") {
+	if err == nil || !strings.Contains(err.Error(), "DB index is out of range") {
 		return err
 	}
 	if st, serr := s.chosenStore(); serr == nil && st.backend.Flag == redisFlagName {
