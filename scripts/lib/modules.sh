@@ -19,15 +19,7 @@
 # siblings' code from this checkout.
 
 # The module that the others are the subdirectories of.
-readonly ROOT_MODULE_PATH=github.com/dlockio/dlock
-
-# What a module requires of a sibling before the siblings' first release:
-# the zero pseudo-version, which no server has. A workspace does not stand
-# its modules in for every version that is required of them (the go
-# command still reads the go.mod of each required version), so every
-# go.work of the repository replaces this one version of each module with
-# its directory.
-readonly PLACEHOLDER_VERSION=v0.0.0-00010101000000-000000000000
+ROOT_MODULE_PATH=github.com/dlockio/dlock
 
 # repo_modules prints the directory of every module whose go.mod git
 # tracks ("." for the root), one a line, the root first. A go.mod that is
@@ -41,15 +33,20 @@ module_path() {
   awk '$1 == "module" { print $2; exit }' "$1/go.mod"
 }
 
-# module_requires DIR prints the module paths that DIR/go.mod requires, in
-# a require block or on a require line of their own.
-module_requires() {
+# module_requirements DIR prints "PATH VERSION" for each module that
+# DIR/go.mod requires, in a require block or on a require line of its own.
+module_requirements() {
   awk '
     $1 == "require" && $2 == "(" { block = 1; next }
     block && $1 == ")" { block = 0; next }
-    block && $1 !~ "^//" { print $1; next }
-    $1 == "require" && $2 != "(" { print $2 }
+    block && $1 !~ "^//" && NF >= 2 { print $1, $2; next }
+    $1 == "require" && $2 != "(" { print $2, $3 }
   ' "$1/go.mod"
+}
+
+# module_requires DIR prints the module paths that DIR/go.mod requires.
+module_requires() {
+  module_requirements "$1" | awk '{ print $1 }'
 }
 
 # module_dir PATH prints the directory of the repository module with that
@@ -154,10 +151,15 @@ module_abs() {
 
 # in_module DIR COMMAND... runs COMMAND in DIR under a go.work of its own
 # (see the top of this file): DIR and the repository modules it requires,
-# each taken from this checkout, with their placeholder versions replaced
-# as in the committed go.work. The go.work, and the go.work.sum that the go
-# command may write next to it, live in a temporary directory that is
-# removed afterwards; the committed go.work is not read.
+# each taken from this checkout. A workspace does not stand its modules in
+# for the versions that are required of them: the go command still reads
+# the go.mod of each required version, which for the placeholder exists
+# nowhere and for a release just made may not be published yet. So, like
+# the committed go.work, this one replaces each version that these modules
+# require of each other with the sibling's directory. The go.work, and the
+# go.work.sum that the go command may write next to it, live in a
+# temporary directory that is removed afterwards; the committed go.work is
+# not read.
 in_module() {
   local dir=$1
   shift
@@ -166,20 +168,87 @@ in_module() {
   (
     work=$(mktemp -d)
     trap 'rm -rf "$work"' EXIT
+    local -a mods
+    mapfile -t mods < <(module_closure "$dir")
+    local -A dirs=()
+    local mod path version
+    for mod in "${mods[@]}"; do dirs[$(module_path "$mod")]=$(module_abs "$top" "$mod"); done
     {
       # The committed go.work's go line: the one the workspace is
       # developed under.
       awk '$1 == "go" { print; exit }' "$top/go.work"
       echo "use ("
-      local -a mods
-      mapfile -t mods < <(module_closure "$dir")
       for mod in "${mods[@]}"; do echo "	$(module_abs "$top" "$mod")"; done
       echo ")"
       for mod in "${mods[@]}"; do
-        echo "replace $(module_path "$mod") $PLACEHOLDER_VERSION => $(module_abs "$top" "$mod")"
+        module_requirements "$mod"
+      done | LC_ALL=C sort -u | while read -r path version; do
+        if [ -n "${dirs[$path]:-}" ]; then
+          echo "replace $path $version => ${dirs[$path]}"
+        fi
       done
     } >"$work/go.work"
-    cd "$dir"
+    cd "$dir" || exit
     GOWORK="$work/go.work" "$@"
   )
+}
+
+# fetch_modules_from REPO MODCACHE makes the go commands of this shell
+# fetch the repository's modules from the git repository REPO (a local
+# clone, with release tags) instead of their public home, as the go
+# command would from there: git's insteadOf points the module path at
+# REPO, and GOPRIVATE keeps the proxy and the checksum database out of it,
+# so a go.sum is all that checks the versions fetched. MODCACHE is a module
+# cache of its own, so that no copy of a version made by an earlier run (a
+# rehearsal, or an attempt that failed) is taken for this one; other
+# modules come from the usual module cache first, then the usual proxy.
+# It is left writable so that it can be removed.
+fetch_modules_from() {
+  local cache proxy
+  export GOPRIVATE=github.com/dlockio
+  export GIT_CONFIG_COUNT=2
+  export GIT_CONFIG_KEY_0="url.file://$1.insteadOf"
+  export GIT_CONFIG_VALUE_0="https://$ROOT_MODULE_PATH"
+  export GIT_CONFIG_KEY_1=protocol.file.allow
+  export GIT_CONFIG_VALUE_1=always
+  cache=$(go env GOMODCACHE)/cache/download
+  if [ -d "$cache" ]; then
+    proxy=$(go env GOPROXY)
+    export GOPROXY="file://$cache,$proxy"
+  fi
+  export GOMODCACHE="$2"
+  export GOFLAGS="${GOFLAGS:-} -modcacherw"
+}
+
+# check_workspace checks that the committed go.work uses every module of
+# the repository and replaces each version that the modules require of
+# each other with the module's directory (see go.work's comment), and
+# says what is missing. A module left out would build from the committed
+# go.work with its siblings fetched, or not at all.
+check_workspace() {
+  local status=0 dir rel path version
+  for dir in $(repo_modules); do
+    if [ "$dir" = . ]; then rel=./; else rel=./$dir; fi
+    if ! awk -v d="${rel%/}" '
+      $1 == "use" && $2 == "(" { block = 1; next }
+      block && $1 == ")" { block = 0; next }
+      (block && $1 == d) || ($1 == "use" && $2 == d) { found = 1 }
+      END { exit !found }
+    ' go.work; then
+      echo "go.work does not use $rel" >&2
+      status=1
+    fi
+  done
+  for dir in $(repo_modules); do
+    module_requirements "$dir"
+  done | LC_ALL=C sort -u | while read -r path version; do
+    if dir=$(module_dir "$path"); then
+      if [ "$dir" = . ]; then rel=./; else rel=./$dir; fi
+      if ! grep -qE "^[[:space:]]*(replace[[:space:]]+)?${path}[[:space:]]+${version}[[:space:]]+=>[[:space:]]+${rel}[[:space:]]*\$" go.work; then
+        echo "go.work does not replace $path $version => $rel" >&2
+        exit 1
+      fi
+    fi
+  done || status=1
+  return $status
 }
