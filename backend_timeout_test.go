@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/dlockio/dlock"
+	"github.com/dlockio/dlock/internal/testkit/leasecheck"
 	"github.com/dlockio/dlock/memdriver"
 )
 
@@ -20,12 +21,12 @@ import (
 func TestStoreClientTimeoutIsNoCallerCtxError(t *testing.T) {
 	for _, ctxErr := range []error{context.DeadlineExceeded, context.Canceled} {
 		d := memdriver.New()
-		c, err := dlock.New(d, dlock.WithLogger(quietLogger()))
+		c, err := dlock.New(d, dlock.WithLogger(leasecheck.QuietLogger()))
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer c.Close()
-		ctx := ctxTimeout(t, 10*time.Second)
+		ctx := leasecheck.Context(t, 10*time.Second)
 		held, err := c.TryLock(ctx, "held")
 		if err != nil {
 			t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dlockio/dlock"
+	"github.com/dlockio/dlock/internal/testkit/leasecheck"
 	"github.com/dlockio/dlock/internal/testkit/redisserver"
 )
 
@@ -23,9 +24,9 @@ func TestConcurrentCallsShareARoundTrip(t *testing.T) {
 	rdb := redisserver.NewClient(t, proxy.Addr())
 	var trips tripCounter
 	rdb.AddHook(&trips)
-	c := newLockerOn(t, rdb, nil)
-	other := newLocker(t, srv.Addr())
-	ctx := ctxTimeout(t, 20*time.Second)
+	c := leasecheck.NewLockerOn(t, rdb, nil)
+	other := leasecheck.NewLocker(t, srv.Addr())
+	ctx := leasecheck.Context(t, 20*time.Second)
 	warm, err := c.Lock(ctx, "warm-up") // dials, and caches the scripts
 	if err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/dlockio/dlock"
+	"github.com/dlockio/dlock/internal/testkit/leasecheck"
 	"github.com/dlockio/dlock/internal/testkit/redisserver"
 	"github.com/redis/go-redis/v9"
 )
@@ -16,7 +17,7 @@ import (
 // key: two round trips to a loopback redis-server.
 func BenchmarkLockUnlock(b *testing.B) {
 	srv := redisserver.Start(b)
-	c := newLocker(b, srv.Addr())
+	c := leasecheck.NewLocker(b, srv.Addr())
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
@@ -34,7 +35,7 @@ func BenchmarkLockUnlock(b *testing.B) {
 // GOMAXPROCS×4 goroutines sharing one Client (and its connection pool).
 func BenchmarkLockUnlockParallel(b *testing.B) {
 	srv := redisserver.Start(b)
-	c := newLocker(b, srv.Addr())
+	c := leasecheck.NewLocker(b, srv.Addr())
 	var next atomic.Int64
 	b.ReportAllocs()
 	b.SetParallelism(4)
@@ -52,7 +53,7 @@ func BenchmarkLockContended(b *testing.B) {
 	srv := redisserver.Start(b)
 	lockers := make([]*dlock.Client, 2*runtime.GOMAXPROCS(0))
 	for i := range lockers {
-		lockers[i] = newLocker(b, srv.Addr())
+		lockers[i] = leasecheck.NewLocker(b, srv.Addr())
 	}
 	var next atomic.Int64
 	b.ReportAllocs()

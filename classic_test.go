@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/dlockio/dlock"
+	"github.com/dlockio/dlock/internal/testkit/leasecheck"
 	"github.com/dlockio/dlock/internal/testkit/redisserver"
 	"github.com/redis/go-redis/v9"
 )
@@ -40,7 +41,7 @@ func (n naiveLock) release(ctx context.Context, key string) { n.rdb.Del(ctx, key
 func TestClassicCrashBetweenSetnxAndExpire(t *testing.T) {
 	srv := redisserver.Start(t)
 	rdb := srv.Client(t)
-	ctx := ctxTimeout(t, 20*time.Second)
+	ctx := leasecheck.Context(t, 20*time.Second)
 	const ttl = 200 * time.Millisecond
 
 	t.Run("naive lock never expires", func(t *testing.T) {
@@ -64,17 +65,17 @@ func TestClassicCrashBetweenSetnxAndExpire(t *testing.T) {
 		// The holder talks through a proxy; the crash is the proxy going
 		// silent, so neither renewal nor release reaches Redis.
 		proxy := redisserver.NewProxy(t, srv.Addr())
-		holder := newLocker(t, proxy.Addr())
+		holder := leasecheck.NewLocker(t, proxy.Addr())
 		l, err := holder.TryLock(ctx, "dlock:crash", dlock.WithTTL(ttl))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if pttl := rdb.PTTL(ctx, lockKey("dlock:crash")).Val(); pttl <= 0 || pttl > ttl {
+		if pttl := rdb.PTTL(ctx, leasecheck.LockKey("dlock:crash")).Val(); pttl <= 0 || pttl > ttl {
 			t.Fatalf("lock key has PTTL %v right after acquisition, want (0, %v]", pttl, ttl)
 		}
 		proxy.Blackhole(true)
-		other := newLocker(t, srv.Addr())
-		l2, err := other.Lock(ctxTimeout(t, 20*ttl), "dlock:crash")
+		other := leasecheck.NewLocker(t, srv.Addr())
+		l2, err := other.Lock(leasecheck.Context(t, 20*ttl), "dlock:crash")
 		if err != nil {
 			t.Fatalf("lock of a crashed holder never freed: %v", err)
 		}
@@ -83,7 +84,7 @@ func TestClassicCrashBetweenSetnxAndExpire(t *testing.T) {
 		}
 		// The silent holder's lease ends on its own too (that it ends before
 		// a rival can get in is TestLostBeforeExpiryWhenRepliesAreDelayed).
-		waitDone(t, l, ttl)
+		leasecheck.WaitDone(t, l, ttl)
 		_ = l2.Unlock(ctx)
 	})
 }
@@ -92,7 +93,7 @@ func TestClassicCrashBetweenSetnxAndExpire(t *testing.T) {
 func TestClassicReleaseDeletesForeignLock(t *testing.T) {
 	srv := redisserver.Start(t)
 	rdb := srv.Client(t)
-	ctx := ctxTimeout(t, 20*time.Second)
+	ctx := leasecheck.Context(t, 20*time.Second)
 	const ttl = 100 * time.Millisecond
 
 	t.Run("naive release deletes B's lock", func(t *testing.T) {
@@ -109,16 +110,16 @@ func TestClassicReleaseDeletesForeignLock(t *testing.T) {
 	})
 
 	t.Run("dlock release leaves B's lock alone", func(t *testing.T) {
-		a, b := newLocker(t, srv.Addr()), newLocker(t, srv.Addr())
+		a, b := leasecheck.NewLocker(t, srv.Addr()), leasecheck.NewLocker(t, srv.Addr())
 		la, err := a.TryLock(ctx, "dlock:del", dlock.WithTTL(ttl), dlock.WithoutWatchdog())
 		if err != nil {
 			t.Fatal(err)
 		}
-		waitDone(t, la, 10*ttl)
+		leasecheck.WaitDone(t, la, 10*ttl)
 		if !errors.Is(la.Err(), dlock.ErrLockLost) {
 			t.Fatalf("fixed lease ended with %v, want ErrLockLost", la.Err())
 		}
-		lb, err := b.Lock(ctxTimeout(t, 20*ttl), "dlock:del")
+		lb, err := b.Lock(leasecheck.Context(t, 20*ttl), "dlock:del")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -128,7 +129,7 @@ func TestClassicReleaseDeletesForeignLock(t *testing.T) {
 		if err := la.Unlock(ctx); !errors.Is(err, dlock.ErrNotHeld) {
 			t.Fatalf("repeated late Unlock: %v, want the same ErrNotHeld", err)
 		}
-		if !isHeld(t, rdb, "dlock:del") || lb.Err() != nil {
+		if !leasecheck.IsHeld(t, rdb, "dlock:del") || lb.Err() != nil {
 			t.Fatal("B's lock was removed by A's late Unlock")
 		}
 		if err := lb.Unlock(ctx); err != nil {
@@ -151,7 +152,7 @@ func waitGone(t *testing.T, rdb *redis.Client, key string) {
 // Failure 3: the work outlives the TTL.
 func TestClassicWorkOutlivesTTL(t *testing.T) {
 	srv := redisserver.Start(t)
-	ctx := ctxTimeout(t, 30*time.Second)
+	ctx := leasecheck.Context(t, 30*time.Second)
 	const ttl = 150 * time.Millisecond
 	const work = 5 * ttl
 
@@ -179,7 +180,7 @@ func TestClassicWorkOutlivesTTL(t *testing.T) {
 		// the work still outlives it three times.
 		const ttl = 600 * time.Millisecond
 		const work = 3 * ttl
-		a, b := newLocker(t, srv.Addr()), newLocker(t, srv.Addr())
+		a, b := leasecheck.NewLocker(t, srv.Addr()), leasecheck.NewLocker(t, srv.Addr())
 		la, err := a.TryLock(ctx, "dlock:slow", dlock.WithTTL(ttl))
 		if err != nil {
 			t.Fatal(err)

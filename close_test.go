@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/dlockio/dlock"
+	"github.com/dlockio/dlock/internal/testkit/leasecheck"
 	"github.com/dlockio/dlock/internal/testkit/probe"
 	"github.com/dlockio/dlock/internal/testkit/redisserver"
 	"github.com/redis/go-redis/v9"
@@ -23,7 +24,7 @@ func newProxiedLocker(t *testing.T, srv *redisserver.Server) (*dlock.Client, *re
 	t.Helper()
 	proxy := redisserver.NewProxy(t, srv.Addr())
 	rdb := redisserver.NewClient(t, proxy.Addr())
-	return newLockerOn(t, rdb, nil), rdb, proxy
+	return leasecheck.NewLockerOn(t, rdb, nil), rdb, proxy
 }
 
 // Close must end leases at once, not after a renewal in flight against a
@@ -32,7 +33,7 @@ func TestCloseEndsLeasesWhileARenewalIsStuck(t *testing.T) {
 	srv := redisserver.Start(t)
 	c, _, proxy := newProxiedLocker(t, srv)
 	const ttl = 900 * time.Millisecond
-	l, err := c.TryLock(ctxTimeout(t, 5*time.Second), "stuck", dlock.WithTTL(ttl))
+	l, err := c.TryLock(leasecheck.Context(t, 5*time.Second), "stuck", dlock.WithTTL(ttl))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +58,7 @@ func TestCloseEndsLeasesWhileARenewalIsStuck(t *testing.T) {
 func TestCloseLeavesNoOrphanedAcquisition(t *testing.T) {
 	srv := redisserver.Start(t)
 	c, rdb, proxy := newProxiedLocker(t, srv)
-	if _, err := c.TryLock(ctxTimeout(t, 5*time.Second), "warm", dlock.WithTTL(time.Minute)); err != nil {
+	if _, err := c.TryLock(leasecheck.Context(t, 5*time.Second), "warm", dlock.WithTTL(time.Minute)); err != nil {
 		t.Fatal(err) // warms the connection and the script cache
 	}
 	proxy.SetLatency(300 * time.Millisecond)
@@ -73,8 +74,8 @@ func TestCloseLeavesNoOrphanedAcquisition(t *testing.T) {
 		t.Fatalf("Lock = %v, want ErrClosed", err)
 	}
 	direct := srv.Client(t)
-	if isHeld(t, direct, "orphan") {
-		t.Fatalf("the key is held by nobody after Close (PTTL %v)", direct.PTTL(context.Background(), lockKey("orphan")).Val())
+	if leasecheck.IsHeld(t, direct, "orphan") {
+		t.Fatalf("the key is held by nobody after Close (PTTL %v)", direct.PTTL(context.Background(), leasecheck.LockKey("orphan")).Val())
 	}
 }
 
@@ -82,8 +83,8 @@ func TestCloseLeavesNoOrphanedAcquisition(t *testing.T) {
 // frees the key, instead of leaving it held for its TTL.
 func TestUnlockWithDoneContextStillFreesTheKey(t *testing.T) {
 	srv := redisserver.Start(t)
-	c := newLocker(t, srv.Addr())
-	l, err := c.TryLock(ctxTimeout(t, 5*time.Second), "deferred", dlock.WithTTL(time.Minute))
+	c := leasecheck.NewLocker(t, srv.Addr())
+	l, err := c.TryLock(leasecheck.Context(t, 5*time.Second), "deferred", dlock.WithTTL(time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,9 +99,9 @@ func TestUnlockWithDoneContextStillFreesTheKey(t *testing.T) {
 // Close with many leases releases them in batches, not one goroutine each.
 func TestCloseWithManyLeasesIsBatched(t *testing.T) {
 	srv := redisserver.Start(t)
-	c := newLocker(t, srv.Addr())
+	c := leasecheck.NewLocker(t, srv.Addr())
 	const n = 5000
-	ctx := ctxTimeout(t, time.Minute)
+	ctx := leasecheck.Context(t, time.Minute)
 	for i := range n {
 		if _, err := c.TryLock(ctx, "many-"+strconv.Itoa(i), dlock.WithTTL(time.Minute)); err != nil {
 			t.Fatal(err)
@@ -126,8 +127,8 @@ func TestCloseWithManyLeasesIsBatched(t *testing.T) {
 // Unlock(nil) is bad input: a typed error, and still no lock left held.
 func TestUnlockWithNilContext(t *testing.T) {
 	srv := redisserver.Start(t)
-	c := newLocker(t, srv.Addr())
-	l, err := c.TryLock(ctxTimeout(t, 5*time.Second), "nilctx", dlock.WithTTL(time.Minute))
+	c := leasecheck.NewLocker(t, srv.Addr())
+	l, err := c.TryLock(leasecheck.Context(t, 5*time.Second), "nilctx", dlock.WithTTL(time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}

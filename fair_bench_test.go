@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dlockio/dlock"
+	"github.com/dlockio/dlock/internal/testkit/leasecheck"
 	"github.com/dlockio/dlock/internal/testkit/probe"
 	"github.com/dlockio/dlock/internal/testkit/redisserver"
 	"github.com/redis/go-redis/v9"
@@ -22,7 +23,7 @@ import (
 func BenchmarkFairUncontended(b *testing.B) {
 	srv := redisserver.Start(b)
 	rdb := srv.Client(b)
-	c := newLocker(b, srv.Addr())
+	c := leasecheck.NewLocker(b, srv.Addr())
 	for _, bc := range []struct {
 		name string
 		opts []dlock.LockOption
@@ -58,7 +59,7 @@ func BenchmarkFairVersusPlain(b *testing.B) {
 	const block = 50
 	srv := redisserver.Start(b)
 	rdb := srv.Client(b)
-	c := newLocker(b, srv.Addr())
+	c := leasecheck.NewLocker(b, srv.Addr())
 	ctx := context.Background()
 	paths := [2][]dlock.LockOption{nil, {dlock.WithFIFO()}}
 	var wall [2]time.Duration

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/dlockio/dlock"
+	"github.com/dlockio/dlock/internal/testkit/leasecheck"
 	"github.com/dlockio/dlock/internal/testkit/redisserver"
 )
 
@@ -15,21 +16,21 @@ import (
 // plain way, with no place in the queue.
 func TestRedisLockIsFairByDefault(t *testing.T) {
 	srv := redisserver.Start(t)
-	holder, a, b := newLocker(t, srv.Addr()), newLocker(t, srv.Addr()), newLocker(t, srv.Addr())
-	ctx := ctxTimeout(t, 20*time.Second)
+	holder, a, b := leasecheck.NewLocker(t, srv.Addr()), leasecheck.NewLocker(t, srv.Addr()), leasecheck.NewLocker(t, srv.Addr())
+	ctx := leasecheck.Context(t, 20*time.Second)
 	l, err := holder.Lock(ctx, "k")
 	if err != nil {
 		t.Fatal(err)
 	}
-	first := acquired(t, func() (*dlock.Lease, error) { return a.Lock(ctx, "k") })
-	waitInQueue(t, holder, "k", 1)
-	second := acquired(t, func() (*dlock.Lease, error) { return b.Lock(ctx, "k") })
-	waitInQueue(t, holder, "k", 2)
+	first := leasecheck.Acquired(t, func() (*dlock.Lease, error) { return a.Lock(ctx, "k") })
+	leasecheck.WaitInQueue(t, holder, "k", 1)
+	second := leasecheck.Acquired(t, func() (*dlock.Lease, error) { return b.Lock(ctx, "k") })
+	leasecheck.WaitInQueue(t, holder, "k", 2)
 	if s := a.Stats(); s.Waiters != 1 {
 		t.Fatalf("first waiter's Stats: %+v", s)
 	}
-	unlock(t, l)
-	la := receive(t, first, "first waiter")
+	leasecheck.Unlock(t, l)
+	la := leasecheck.Receive(t, first, "first waiter")
 	if la.Token() <= l.Token() {
 		t.Fatalf("handed-off token %d after %d", la.Token(), l.Token())
 	}
@@ -38,8 +39,8 @@ func TestRedisLockIsFairByDefault(t *testing.T) {
 		t.Fatalf("the second waiter got the lock (token %d) while the first holds it", lb.Token())
 	default:
 	}
-	unlock(t, la)
-	unlock(t, receive(t, second, "second waiter"))
+	leasecheck.Unlock(t, la)
+	leasecheck.Unlock(t, leasecheck.Receive(t, second, "second waiter"))
 
 	// WithoutFIFO: the waiter takes no place in the queue.
 	l, err = holder.Lock(ctx, "plain")
@@ -66,7 +67,7 @@ func TestRedisLockIsFairByDefault(t *testing.T) {
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled plain Lock: %v", err)
 	}
-	unlock(t, l)
+	leasecheck.Unlock(t, l)
 }
 
 // A fixed lease (WithoutWatchdog) handed off by the queue is valid for a
@@ -76,25 +77,25 @@ func TestRedisLockIsFairByDefault(t *testing.T) {
 // age is what the test is about, so it waits for time to pass).
 func TestRedisFairFixedLeaseGetsAFullTTL(t *testing.T) {
 	srv := redisserver.Start(t)
-	a, b := newLocker(t, srv.Addr()), newLocker(t, srv.Addr())
-	ctx := ctxTimeout(t, 60*time.Second)
+	a, b := leasecheck.NewLocker(t, srv.Addr()), leasecheck.NewLocker(t, srv.Addr())
+	ctx := leasecheck.Context(t, 60*time.Second)
 	const ttl = 2 * time.Second
 	for i := range 5 {
 		l, err := a.Lock(ctx, "fixed")
 		if err != nil {
 			t.Fatal(err)
 		}
-		ch := acquired(t, func() (*dlock.Lease, error) {
+		ch := leasecheck.Acquired(t, func() (*dlock.Lease, error) {
 			return b.Lock(ctx, "fixed", dlock.WithTTL(ttl), dlock.WithoutWatchdog())
 		})
-		waitInQueue(t, a, "fixed", 1)
+		leasecheck.WaitInQueue(t, a, "fixed", 1)
 		time.Sleep(time.Duration(i+1) * ttl / 7)
-		unlock(t, l)
-		fixed := receive(t, ch, "the fixed lease")
+		leasecheck.Unlock(t, l)
+		fixed := leasecheck.Receive(t, ch, "the fixed lease")
 		if left := time.Until(fixed.Deadline()); left < ttl*9/10 {
 			t.Errorf("round %d: fixed lease valid for %v after the hand-off, want a full TTL (%v, less the drift)", i, left, ttl)
 		}
-		unlock(t, fixed)
+		leasecheck.Unlock(t, fixed)
 	}
 }
 
@@ -108,9 +109,9 @@ func TestRedisFairHandoffUnderLatency(t *testing.T) {
 	srv := redisserver.Start(t)
 	proxy := redisserver.NewProxy(t, srv.Addr())
 	proxy.SetLatency(150 * time.Millisecond)
-	holder := newLocker(t, srv.Addr())
-	slow := newLockerOn(t, redisserver.NewClient(t, proxy.Addr()), nil)
-	ctx := ctxTimeout(t, 60*time.Second)
+	holder := leasecheck.NewLocker(t, srv.Addr())
+	slow := leasecheck.NewLockerOn(t, redisserver.NewClient(t, proxy.Addr()), nil)
+	ctx := leasecheck.Context(t, 60*time.Second)
 	const ttl = 400 * time.Millisecond
 	// Renew a lease once first, so that Redis has the driver's library:
 	// a first FCALL is answered "not found", then FUNCTION LOAD and FCALL
@@ -122,24 +123,24 @@ func TestRedisFairHandoffUnderLatency(t *testing.T) {
 	for d := warm.Deadline(); warm.Deadline().Equal(d); {
 		time.Sleep(time.Millisecond)
 	}
-	unlock(t, warm)
+	leasecheck.Unlock(t, warm)
 	for i := range 11 {
 		l, err := holder.Lock(ctx, "lagged")
 		if err != nil {
 			t.Fatal(err)
 		}
-		ch := acquired(t, func() (*dlock.Lease, error) {
+		ch := leasecheck.Acquired(t, func() (*dlock.Lease, error) {
 			return slow.Lock(ctx, "lagged", dlock.WithTTL(ttl))
 		})
-		waitInQueue(t, holder, "lagged", 1)
+		leasecheck.WaitInQueue(t, holder, "lagged", 1)
 		time.Sleep(time.Duration(i) * ttl / 30) // the phase of the place's renewals
-		unlock(t, l)
-		got := receive(t, ch, "the lagged waiter")
+		leasecheck.Unlock(t, l)
+		got := leasecheck.Receive(t, ch, "the lagged waiter")
 		select {
 		case <-got.Done():
 			t.Errorf("round %d: the handed-off lease was lost within two TTLs: %v", i, context.Cause(got.Context()))
 		case <-time.After(2 * ttl):
 		}
-		unlock(t, got)
+		leasecheck.Unlock(t, got)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/dlockio/dlock"
+	"github.com/dlockio/dlock/internal/testkit/leasecheck"
 	"github.com/dlockio/dlock/internal/testkit/redisserver"
 	"github.com/redis/go-redis/v9"
 )
@@ -21,9 +22,9 @@ func TestFairLockCrashedHolderTakenOverByTheNewHead(t *testing.T) {
 	srv := redisserver.Start(t)
 	admin := srv.Client(t)
 	holderRdb := redisserver.NewClient(t, srv.Addr())
-	holder := newLockerOn(t, holderRdb, nil)
-	first, second := newLocker(t, srv.Addr()), newLocker(t, srv.Addr())
-	ctx := ctxTimeout(t, 30*time.Second)
+	holder := leasecheck.NewLockerOn(t, holderRdb, nil)
+	first, second := leasecheck.NewLocker(t, srv.Addr()), leasecheck.NewLocker(t, srv.Addr())
+	ctx := leasecheck.Context(t, 30*time.Second)
 	const ttl = 3 * time.Second
 	start := time.Now()
 	if _, err := holder.Lock(ctx, "crash", dlock.WithTTL(ttl)); err != nil {
@@ -35,17 +36,17 @@ func TestFairLockCrashedHolderTakenOverByTheNewHead(t *testing.T) {
 		_, err := first.Lock(firstCtx, "crash", dlock.WithTTL(ttl))
 		gaveUp <- err
 	}()
-	waitInQueue(t, holder, "crash", 1)
+	leasecheck.WaitInQueue(t, holder, "crash", 1)
 	// Join a fifth of the TTL after the holder's acquisition, so that this
 	// waiter's renewals (every TTL/3 from its join) come well after the
 	// holder's key expires: only a poke at the expiry is prompt.
 	time.Sleep(time.Until(start.Add(ttl / 5)))
-	ch := acquired(t, func() (*dlock.Lease, error) { return second.Lock(ctx, "crash", dlock.WithTTL(ttl)) })
-	waitInQueue(t, holder, "crash", 2)
+	ch := leasecheck.Acquired(t, func() (*dlock.Lease, error) { return second.Lock(ctx, "crash", dlock.WithTTL(ttl)) })
+	leasecheck.WaitInQueue(t, holder, "crash", 2)
 	if time.Since(start) >= ttl/3 {
 		t.Skipf("the waiters took %v to queue: the holder renewed before its crash, which the test needs it not to", time.Since(start))
 	}
-	crashed, err := admin.Get(ctx, lockKey("crash")).Result()
+	crashed, err := admin.Get(ctx, leasecheck.LockKey("crash")).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,12 +55,12 @@ func TestFairLockCrashedHolderTakenOverByTheNewHead(t *testing.T) {
 	if err := <-gaveUp; !errors.Is(err, context.Canceled) {
 		t.Fatalf("the first waiter, cancelled: %v", err)
 	}
-	expired := valueChanged(t, admin, lockKey("crash"), crashed, ttl+time.Second)
-	got := receive(t, ch, "the new head")
+	expired := valueChanged(t, admin, leasecheck.LockKey("crash"), crashed, ttl+time.Second)
+	got := leasecheck.Receive(t, ch, "the new head")
 	if late := time.Since(expired); late > 250*time.Millisecond {
 		t.Errorf("the new head got the lock %v after the crashed holder's key expired, want at once", late.Round(time.Millisecond))
 	}
-	unlock(t, got)
+	leasecheck.Unlock(t, got)
 }
 
 // valueChanged polls key until its value is no longer was (the key

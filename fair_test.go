@@ -11,6 +11,7 @@ import (
 
 	"github.com/dlockio/dlock"
 	"github.com/dlockio/dlock/driver"
+	"github.com/dlockio/dlock/internal/testkit/leasecheck"
 	"github.com/dlockio/dlock/internal/testkit/redisserver"
 	"github.com/dlockio/dlock/memdriver"
 	"github.com/dlockio/dlock/redisdriver"
@@ -68,9 +69,9 @@ func TestFairLockFIFOOrder(t *testing.T) {
 	q := queueInspector(t, srv.Client(t))
 	clients := make([]*dlock.Client, 4)
 	for i := range clients {
-		clients[i] = newLocker(t, srv.Addr())
+		clients[i] = leasecheck.NewLocker(t, srv.Addr())
 	}
-	ctx := ctxTimeout(t, 60*time.Second)
+	ctx := leasecheck.Context(t, 60*time.Second)
 	const key = "fifo"
 	first, err := clients[0].Lock(ctx, key, dlock.WithFIFO())
 	if err != nil {
@@ -113,7 +114,7 @@ func TestFairLockFIFOOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, k := range keys {
-		if k != lockKey(key)+":last" && !strings.HasPrefix(k, lockKey(key)+":r:") {
+		if k != leasecheck.LockKey(key)+":last" && !strings.HasPrefix(k, leasecheck.LockKey(key)+":r:") {
 			t.Errorf("key left: %s", k)
 		} else if ttl := srv.Client(t).PTTL(ctx, k).Val(); ttl <= 0 {
 			t.Errorf("release record %s without an expiry (PTTL %v)", k, ttl)
@@ -126,11 +127,11 @@ func TestFairLockFIFOOrder(t *testing.T) {
 func TestFairLockDeadWaiterAtHead(t *testing.T) {
 	srv := redisserver.Start(t)
 	q := queueInspector(t, srv.Client(t))
-	holder := newLocker(t, srv.Addr())
+	holder := leasecheck.NewLocker(t, srv.Addr())
 	proxy := redisserver.NewProxy(t, srv.Addr())
-	dead := newLockerOn(t, redisserver.NewClient(t, proxy.Addr()), nil)
-	live := newLocker(t, srv.Addr())
-	ctx := ctxTimeout(t, 30*time.Second)
+	dead := leasecheck.NewLockerOn(t, redisserver.NewClient(t, proxy.Addr()), nil)
+	live := leasecheck.NewLocker(t, srv.Addr())
+	ctx := leasecheck.Context(t, 30*time.Second)
 	const key = "dead-head"
 	const ttl = 600 * time.Millisecond
 	h, err := holder.Lock(ctx, key, dlock.WithFIFO())
@@ -179,10 +180,10 @@ func TestFairLockDeadWaiterAtHead(t *testing.T) {
 func TestFairLockCancelRacingGrant(t *testing.T) {
 	srv := redisserver.Start(t)
 	q := queueInspector(t, srv.Client(t))
-	a := newLocker(t, srv.Addr())
-	b := newLocker(t, srv.Addr())
-	c := newLocker(t, srv.Addr())
-	ctx := ctxTimeout(t, 60*time.Second)
+	a := leasecheck.NewLocker(t, srv.Addr())
+	b := leasecheck.NewLocker(t, srv.Addr())
+	c := leasecheck.NewLocker(t, srv.Addr())
+	ctx := leasecheck.Context(t, 60*time.Second)
 	const ttl = 10 * time.Second
 	won := 0
 	for i := range 20 {
@@ -244,9 +245,9 @@ func TestFairLockHandoffHolderPaused(t *testing.T) {
 	srv := redisserver.Start(t)
 	q := queueInspector(t, srv.Client(t))
 	proxy := redisserver.NewProxy(t, srv.Addr())
-	paused := newLockerOn(t, redisserver.NewClient(t, proxy.Addr()), nil)
-	waiter := newLocker(t, srv.Addr())
-	ctx := ctxTimeout(t, 30*time.Second)
+	paused := leasecheck.NewLockerOn(t, redisserver.NewClient(t, proxy.Addr()), nil)
+	waiter := leasecheck.NewLocker(t, srv.Addr())
+	ctx := leasecheck.Context(t, 30*time.Second)
 	const key = "paused"
 	const ttl = 600 * time.Millisecond
 	h, err := paused.Lock(ctx, key, dlock.WithFIFO(), dlock.WithTTL(ttl))
@@ -282,12 +283,12 @@ func TestFairLockHandoffHolderPaused(t *testing.T) {
 // TryLock never takes a key ahead of its queued waiters.
 func TestFairLockWithPlainLock(t *testing.T) {
 	drv := memdriver.New()
-	c, err := dlock.New(drv, dlock.WithLogger(quietLogger()))
+	c, err := dlock.New(drv, dlock.WithLogger(leasecheck.QuietLogger()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	ctx := ctxTimeout(t, 10*time.Second)
+	ctx := leasecheck.Context(t, 10*time.Second)
 	plain, err := c.Lock(ctx, "k")
 	if err != nil {
 		t.Fatal(err)
@@ -343,7 +344,7 @@ func waitWaitersMem(t *testing.T, d *memdriver.Driver, key string, n int) {
 // also in a nested call (whose options are checked, though they do not
 // change the hold); before, the nested call succeeded.
 func TestFairLockUnsupported(t *testing.T) {
-	c, err := dlock.New(plainOnly{memdriver.New()}, dlock.WithLogger(quietLogger()))
+	c, err := dlock.New(plainOnly{memdriver.New()}, dlock.WithLogger(leasecheck.QuietLogger()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -379,17 +380,17 @@ func TestFairLockLostNotification(t *testing.T) {
 		}
 		return nil
 	})
-	holder, err := dlock.New(drv.Connect(), dlock.WithLogger(quietLogger()))
+	holder, err := dlock.New(drv.Connect(), dlock.WithLogger(leasecheck.QuietLogger()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer holder.Close()
-	waiter, err := dlock.New(drv, dlock.WithLogger(quietLogger()))
+	waiter, err := dlock.New(drv, dlock.WithLogger(leasecheck.QuietLogger()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer waiter.Close()
-	ctx := ctxTimeout(t, 10*time.Second)
+	ctx := leasecheck.Context(t, 10*time.Second)
 	h, err := holder.Lock(ctx, "k", dlock.WithFIFO())
 	if err != nil {
 		t.Fatal(err)
@@ -428,17 +429,17 @@ func TestFairLockLostReplyCleanup(t *testing.T) {
 		}
 		return nil
 	})
-	other, err := dlock.New(drv.Connect(), dlock.WithLogger(quietLogger()))
+	other, err := dlock.New(drv.Connect(), dlock.WithLogger(leasecheck.QuietLogger()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer other.Close()
-	c, err := dlock.New(drv, dlock.WithLogger(quietLogger()))
+	c, err := dlock.New(drv, dlock.WithLogger(leasecheck.QuietLogger()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	ctx := ctxTimeout(t, 10*time.Second)
+	ctx := leasecheck.Context(t, 10*time.Second)
 
 	// The name is free: the lost reply was a grant.
 	fail.Store(true)
@@ -469,10 +470,10 @@ func TestFairLockLostReplyCleanup(t *testing.T) {
 func TestFairLockLongWaitKeepsPlace(t *testing.T) {
 	srv := redisserver.Start(t)
 	q := queueInspector(t, srv.Client(t))
-	holder := newLocker(t, srv.Addr())
-	a := newLocker(t, srv.Addr())
-	b := newLocker(t, srv.Addr())
-	ctx := ctxTimeout(t, 30*time.Second)
+	holder := leasecheck.NewLocker(t, srv.Addr())
+	a := leasecheck.NewLocker(t, srv.Addr())
+	b := leasecheck.NewLocker(t, srv.Addr())
+	ctx := leasecheck.Context(t, 30*time.Second)
 	const key = "long-wait"
 	const ttl = 450 * time.Millisecond // each renewal has 300 ms of slack on a loaded machine
 	h, err := holder.Lock(ctx, key, dlock.WithFIFO())

@@ -10,14 +10,15 @@ import (
 	"time"
 
 	"github.com/dlockio/dlock"
+	"github.com/dlockio/dlock/internal/testkit/leasecheck"
 	"github.com/dlockio/dlock/internal/testkit/redisserver"
 	"github.com/dlockio/dlock/redisdriver"
 )
 
 func TestTryLockExcludesAndUnlockFrees(t *testing.T) {
 	srv := redisserver.Start(t)
-	a, b := newLocker(t, srv.Addr()), newLocker(t, srv.Addr())
-	ctx := ctxTimeout(t, 10*time.Second)
+	a, b := leasecheck.NewLocker(t, srv.Addr()), leasecheck.NewLocker(t, srv.Addr())
+	ctx := leasecheck.Context(t, 10*time.Second)
 
 	la, err := a.TryLock(ctx, "order:42")
 	if err != nil {
@@ -33,7 +34,7 @@ func TestTryLockExcludesAndUnlockFrees(t *testing.T) {
 	if _, err := a.TryLock(ctx, "order:42"); !errors.Is(err, dlock.ErrNotAcquired) {
 		t.Fatalf("same-client TryLock: got %v, want ErrNotAcquired", err)
 	}
-	pttl := srv.Client(t).PTTL(ctx, lockKey("order:42")).Val()
+	pttl := srv.Client(t).PTTL(ctx, leasecheck.LockKey("order:42")).Val()
 	if pttl <= 0 || pttl > dlock.DefaultTTL {
 		t.Fatalf("lock key PTTL %v, want in (0, %v]", pttl, dlock.DefaultTTL)
 	}
@@ -65,8 +66,8 @@ func TestTryLockExcludesAndUnlockFrees(t *testing.T) {
 
 func TestOwnerMetadataIsStored(t *testing.T) {
 	srv := redisserver.Start(t)
-	c := newLocker(t, srv.Addr(), dlock.WithOwnerMeta("order-service v1"))
-	ctx := ctxTimeout(t, 10*time.Second)
+	c := leasecheck.NewLocker(t, srv.Addr(), dlock.WithOwnerMeta("order-service v1"))
+	ctx := leasecheck.Context(t, 10*time.Second)
 	l, err := c.TryLock(ctx, "meta", dlock.WithMeta("batch 7"))
 	if err != nil {
 		t.Fatal(err)
@@ -87,8 +88,8 @@ func TestOwnerMetadataIsStored(t *testing.T) {
 
 func TestInvalidInput(t *testing.T) {
 	srv := redisserver.Start(t)
-	c := newLocker(t, srv.Addr())
-	ctx := ctxTimeout(t, 10*time.Second)
+	c := leasecheck.NewLocker(t, srv.Addr())
+	ctx := leasecheck.Context(t, 10*time.Second)
 	cases := []struct {
 		name string
 		key  string
@@ -157,9 +158,9 @@ func mustDriver(t testing.TB, srv *redisserver.Server) *redisdriver.Driver {
 
 func TestBackendDownIsTypedAndFast(t *testing.T) {
 	srv := redisserver.Start(t)
-	c := newLocker(t, srv.Addr())
+	c := leasecheck.NewLocker(t, srv.Addr())
 	srv.Kill()
-	ctx := ctxTimeout(t, 30*time.Second)
+	ctx := leasecheck.Context(t, 30*time.Second)
 	for name, call := range map[string]func(context.Context, string, ...dlock.LockOption) (*dlock.Lease, error){"TryLock": c.TryLock, "Lock": c.Lock} {
 		_, err := call(ctx, "down")
 		if !errors.Is(err, dlock.ErrBackend) || errors.Is(err, dlock.ErrNotAcquired) || ctx.Err() != nil {
@@ -170,8 +171,8 @@ func TestBackendDownIsTypedAndFast(t *testing.T) {
 
 func TestLockCancelledReturnsContextError(t *testing.T) {
 	srv := redisserver.Start(t)
-	a, b := newLocker(t, srv.Addr()), newLocker(t, srv.Addr())
-	l, err := a.Lock(ctxTimeout(t, 5*time.Second), "busy")
+	a, b := leasecheck.NewLocker(t, srv.Addr()), leasecheck.NewLocker(t, srv.Addr())
+	l, err := a.Lock(leasecheck.Context(t, 5*time.Second), "busy")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,8 +188,8 @@ func TestLockCancelledReturnsContextError(t *testing.T) {
 func TestCloseReleasesLeasesAndStopsWaiters(t *testing.T) {
 	srv := redisserver.Start(t)
 	rdb := srv.Client(t)
-	a, b := newLocker(t, srv.Addr()), newLocker(t, srv.Addr())
-	ctx := ctxTimeout(t, 10*time.Second)
+	a, b := leasecheck.NewLocker(t, srv.Addr()), leasecheck.NewLocker(t, srv.Addr())
+	ctx := leasecheck.Context(t, 10*time.Second)
 	l, err := a.Lock(ctx, "closing")
 	if err != nil {
 		t.Fatal(err)
@@ -224,7 +225,7 @@ func TestCloseReleasesLeasesAndStopsWaiters(t *testing.T) {
 	if !errors.Is(held.Err(), dlock.ErrClosed) {
 		t.Fatalf("held lease after Close: %v", held.Err())
 	}
-	if isHeld(t, rdb, "closing") || isHeld(t, rdb, "other") {
+	if leasecheck.IsHeld(t, rdb, "closing") || leasecheck.IsHeld(t, rdb, "other") {
 		t.Fatal("locks still held after Close")
 	}
 }
@@ -234,8 +235,8 @@ func TestCloseReleasesLeasesAndStopsWaiters(t *testing.T) {
 func TestUnlockRetryAfterLostReply(t *testing.T) {
 	srv := redisserver.Start(t)
 	proxy := redisserver.NewProxy(t, srv.Addr())
-	c := newLocker(t, proxy.Addr())
-	ctx := ctxTimeout(t, 20*time.Second)
+	c := leasecheck.NewLocker(t, proxy.Addr())
+	ctx := leasecheck.Context(t, 20*time.Second)
 	// Load the library first, so the delayed reply below is the release's
 	// own and not a "not found" that stops the release from being sent.
 	warm, err := c.TryLock(ctx, "warm-up")
@@ -254,14 +255,14 @@ func TestUnlockRetryAfterLostReply(t *testing.T) {
 	if err == nil {
 		t.Fatal("Unlock succeeded despite the delayed reply")
 	}
-	if isHeld(t, srv.Client(t), "lost-reply") {
+	if leasecheck.IsHeld(t, srv.Client(t), "lost-reply") {
 		t.Fatal("the release did not reach Redis: the scenario did not happen")
 	}
 	proxy.SetLatency(0)
 	// Later holders, of this Client (whose releases tell the store which
 	// earlier release needs no record: not this one, still unanswered) and
 	// of another, take and release the name before the retry.
-	other := newLocker(t, srv.Addr())
+	other := leasecheck.NewLocker(t, srv.Addr())
 	for _, holder := range []*dlock.Client{c, other, c} {
 		next, err := holder.Lock(ctx, "lost-reply")
 		if err != nil {
@@ -286,8 +287,8 @@ func TestUnlockRetryAfterLostReply(t *testing.T) {
 func TestRepeatedLocksLeaveNoReleaseRecords(t *testing.T) {
 	srv := redisserver.Start(t)
 	rdb := srv.Client(t)
-	c := newLocker(t, srv.Addr())
-	ctx := ctxTimeout(t, 10*time.Second)
+	c := leasecheck.NewLocker(t, srv.Addr())
+	ctx := leasecheck.Context(t, 10*time.Second)
 	for range 50 {
 		l, err := c.Lock(ctx, "again")
 		if err != nil {
@@ -302,7 +303,7 @@ func TestRepeatedLocksLeaveNoReleaseRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 	slices.Sort(keys)
-	if want := []string{lockKey("again") + ":last"}; !slices.Equal(keys, want) {
+	if want := []string{leasecheck.LockKey("again") + ":last"}; !slices.Equal(keys, want) {
 		t.Errorf("after 50 cycles of one Client the store holds %q, want %q", keys, want)
 	}
 }

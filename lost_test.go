@@ -11,22 +11,23 @@ import (
 	"time"
 
 	"github.com/dlockio/dlock"
+	"github.com/dlockio/dlock/internal/testkit/leasecheck"
 	"github.com/dlockio/dlock/internal/testkit/redisserver"
 )
 
 func TestLostWhenKeyDeletedBehindHolder(t *testing.T) {
 	srv := redisserver.Start(t)
 	rdb := srv.Client(t)
-	c := newLocker(t, srv.Addr())
+	c := leasecheck.NewLocker(t, srv.Addr())
 	const ttl = 300 * time.Millisecond
-	ctx := ctxTimeout(t, 10*time.Second)
+	ctx := leasecheck.Context(t, 10*time.Second)
 	l, err := c.TryLock(ctx, "deleted", dlock.WithTTL(ttl))
 	if err != nil {
 		t.Fatal(err)
 	}
-	rdb.Del(ctx, lockKey("deleted"))
+	rdb.Del(ctx, leasecheck.LockKey("deleted"))
 	// The next renewal (at most TTL/3 away) finds the key gone.
-	waitDone(t, l, 10*ttl)
+	leasecheck.WaitDone(t, l, 10*ttl)
 	if !errors.Is(l.Err(), dlock.ErrLockLost) || !errors.Is(leaseCause(l), dlock.ErrLockLost) {
 		t.Fatalf("Err %v", l.Err())
 	}
@@ -37,22 +38,22 @@ func TestLostWhenKeyDeletedBehindHolder(t *testing.T) {
 
 func TestLostWhenRedisRestartsEmpty(t *testing.T) {
 	srv := redisserver.Start(t)
-	c := newLocker(t, srv.Addr())
+	c := leasecheck.NewLocker(t, srv.Addr())
 	const ttl = 300 * time.Millisecond
-	ctx := ctxTimeout(t, 20*time.Second)
+	ctx := leasecheck.Context(t, 20*time.Second)
 	l, err := c.TryLock(ctx, "restart", dlock.WithTTL(ttl))
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv.Kill()
 	srv.Restart()
-	waitDone(t, l, 20*ttl)
+	leasecheck.WaitDone(t, l, 20*ttl)
 	if !errors.Is(l.Err(), dlock.ErrLockLost) {
 		t.Fatalf("Err %v", l.Err())
 	}
 	// The fencing counter was lost with the data, yet the next token is
 	// still larger: tokens are seeded from the server clock.
-	l2, err := newLocker(t, srv.Addr()).Lock(ctx, "restart")
+	l2, err := leasecheck.NewLocker(t, srv.Addr()).Lock(ctx, "restart")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,10 +68,10 @@ func TestLostWhenRedisRestartsEmpty(t *testing.T) {
 func TestLostBeforeExpiryWhenRepliesAreDelayed(t *testing.T) {
 	srv := redisserver.Start(t)
 	proxy := redisserver.NewProxy(t, srv.Addr())
-	holder := newLocker(t, proxy.Addr())
-	rival := newLocker(t, srv.Addr())
+	holder := leasecheck.NewLocker(t, proxy.Addr())
+	rival := leasecheck.NewLocker(t, srv.Addr())
 	const ttl = 300 * time.Millisecond
-	ctx := ctxTimeout(t, 20*time.Second)
+	ctx := leasecheck.Context(t, 20*time.Second)
 	l, err := holder.TryLock(ctx, "slow-replies", dlock.WithTTL(ttl))
 	if err != nil {
 		t.Fatal(err)
@@ -113,9 +114,9 @@ func TestLostBeforeExpiryWhenRepliesAreDelayed(t *testing.T) {
 func TestSlowButTimelyRenewalsKeepLease(t *testing.T) {
 	srv := redisserver.Start(t)
 	proxy := redisserver.NewProxy(t, srv.Addr())
-	holder := newLocker(t, proxy.Addr())
+	holder := leasecheck.NewLocker(t, proxy.Addr())
 	const ttl = 600 * time.Millisecond
-	ctx := ctxTimeout(t, 20*time.Second)
+	ctx := leasecheck.Context(t, 20*time.Second)
 	l, err := holder.TryLock(ctx, "slow-ok", dlock.WithTTL(ttl))
 	if err != nil {
 		t.Fatal(err)
@@ -137,8 +138,8 @@ func TestSlowButTimelyRenewalsKeepLease(t *testing.T) {
 func TestGrantArrivingAfterDeadlineIsRefused(t *testing.T) {
 	srv := redisserver.Start(t)
 	proxy := redisserver.NewProxy(t, srv.Addr())
-	c := newLocker(t, proxy.Addr())
-	ctx := ctxTimeout(t, 20*time.Second)
+	c := leasecheck.NewLocker(t, proxy.Addr())
+	ctx := leasecheck.Context(t, 20*time.Second)
 	const ttl = 50 * time.Millisecond
 	proxy.SetLatency(2 * ttl)
 	for name, call := range map[string]func(context.Context, string, ...dlock.LockOption) (*dlock.Lease, error){"TryLock": c.TryLock, "Lock": c.Lock} {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/dlockio/dlock"
 	"github.com/dlockio/dlock/driver"
+	"github.com/dlockio/dlock/internal/testkit/leasecheck"
 	"github.com/dlockio/dlock/internal/testkit/redisserver"
 	"github.com/dlockio/dlock/redisdriver"
 	"github.com/redis/go-redis/v9"
@@ -22,8 +23,8 @@ import (
 func TestLockAllRedisOneCommand(t *testing.T) {
 	srv := redisserver.Start(t)
 	rdb := srv.Client(t)
-	a, b := newLocker(t, srv.Addr()), newLocker(t, srv.Addr())
-	ctx := ctxTimeout(t, 10*time.Second)
+	a, b := leasecheck.NewLocker(t, srv.Addr()), leasecheck.NewLocker(t, srv.Addr())
+	ctx := leasecheck.Context(t, 10*time.Second)
 	keys := []string{"order:1", "order:2", "order:3", "order:4"}
 	warm, err := a.LockAll(ctx, keys) // caches the script
 	if err != nil {
@@ -57,7 +58,7 @@ func TestLockAllRedisOneCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, k := range keys {
-		if isHeld(t, rdb, k) {
+		if leasecheck.IsHeld(t, rdb, k) {
 			t.Errorf("%s held after Unlock", k)
 		}
 	}
@@ -79,7 +80,7 @@ func TestLockAllRedisNoDeadlock(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var clients []*dlock.Client
 			for range 4 {
-				clients = append(clients, newLockerOn(t, redisserver.NewClient(t, srv.Addr()), tc.wrap))
+				clients = append(clients, leasecheck.NewLockerOn(t, redisserver.NewClient(t, srv.Addr()), tc.wrap))
 			}
 			hammerLockAll(t, clients, keys, 16, 25, 90*time.Second)
 		})
@@ -111,9 +112,9 @@ func TestLockAllCluster(t *testing.T) {
 	}
 	var clients []*dlock.Client
 	for range 3 {
-		clients = append(clients, newLockerOn(t, newClient(), nil))
+		clients = append(clients, leasecheck.NewLockerOn(t, newClient(), nil))
 	}
-	ctx := ctxTimeout(t, 30*time.Second)
+	ctx := leasecheck.Context(t, 30*time.Second)
 	for _, keys := range [][]string{sameSlot, crossSlot} {
 		m, err := clients[0].LockAll(ctx, keys)
 		if err != nil {
@@ -149,8 +150,8 @@ func TestLockAllClusterWaits(t *testing.T) {
 		addrs[i] = n.Addr()
 	}
 	newClient := func() *redis.ClusterClient { return redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs}) }
-	a, b := newLockerOn(t, newClient(), nil), newLockerOn(t, newClient(), nil)
-	ctx := ctxTimeout(t, 30*time.Second)
+	a, b := leasecheck.NewLockerOn(t, newClient(), nil), leasecheck.NewLockerOn(t, newClient(), nil)
+	ctx := leasecheck.Context(t, 30*time.Second)
 	keys := make([]string, 6)
 	for i := range keys {
 		keys[i] = fmt.Sprintf("job:%d", i)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/dlockio/dlock"
 	"github.com/dlockio/dlock/driver"
+	"github.com/dlockio/dlock/internal/testkit/leasecheck"
 	"github.com/dlockio/dlock/memdriver"
 )
 
@@ -26,7 +27,7 @@ type oneByOne struct{ driver.Driver }
 // the test at the deadline.
 func hammerLockAll(t *testing.T, clients []*dlock.Client, keys []string, workers, cycles int, within time.Duration) {
 	t.Helper()
-	ctx := ctxTimeout(t, within)
+	ctx := leasecheck.Context(t, within)
 	var mu sync.Mutex
 	inUse := map[string]bool{}
 	last := map[string]uint64{}
@@ -91,7 +92,7 @@ func TestLockAllNoDeadlockMemdriver(t *testing.T) {
 			store := memdriver.New()
 			var clients []*dlock.Client
 			for range 4 {
-				c, err := dlock.New(tc.wrap(store.Connect()), dlock.WithLogger(quietLogger()))
+				c, err := dlock.New(tc.wrap(store.Connect()), dlock.WithLogger(leasecheck.QuietLogger()))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -108,7 +109,7 @@ func TestLockAllNoDeadlockMemdriver(t *testing.T) {
 func TestLockAllWaitsHoldingNothing(t *testing.T) {
 	store := memdriver.New()
 	a, b := newMemLocker(t, store), newMemLocker(t, store.Connect())
-	ctx := ctxTimeout(t, 10*time.Second)
+	ctx := leasecheck.Context(t, 10*time.Second)
 	busy, err := b.Lock(ctx, "k2")
 	if err != nil {
 		t.Fatal(err)
@@ -157,7 +158,7 @@ func TestLockAllRollsBack(t *testing.T) {
 	store := memdriver.New()
 	a := newMemLocker(t, oneByOne{store})
 	b := newMemLocker(t, store.Connect())
-	ctx := ctxTimeout(t, 10*time.Second)
+	ctx := leasecheck.Context(t, 10*time.Second)
 	busy, err := b.Lock(ctx, "z")
 	if err != nil {
 		t.Fatal(err)
@@ -216,13 +217,13 @@ func TestMultiLeaseLostReleasesTheRest(t *testing.T) {
 			if name == "one-by-one" {
 				drv = oneByOne{store}
 			}
-			a, err := dlock.New(drv, dlock.WithLogger(quietLogger()))
+			a, err := dlock.New(drv, dlock.WithLogger(leasecheck.QuietLogger()))
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer a.Close()
 			b := newMemLocker(t, store.Connect())
-			ctx := ctxTimeout(t, 10*time.Second)
+			ctx := leasecheck.Context(t, 10*time.Second)
 			const ttl = 3 * time.Second
 			m, err := a.LockAll(ctx, []string{"p", "q"}, dlock.WithTTL(ttl))
 			if err != nil {
@@ -261,7 +262,7 @@ func TestMultiLeaseLostReleasesTheRest(t *testing.T) {
 // Close.
 func TestLockAllAPI(t *testing.T) {
 	c := newMemLocker(t, memdriver.New())
-	ctx := ctxTimeout(t, 10*time.Second)
+	ctx := leasecheck.Context(t, 10*time.Second)
 	for _, keys := range [][]string{nil, {}, {"a", "b", "a"}, {"a", ""}} {
 		if _, err := c.LockAll(ctx, keys); !errors.Is(err, dlock.ErrInvalidArgument) {
 			t.Errorf("LockAll(%q): %v, want ErrInvalidArgument", keys, err)
@@ -317,7 +318,7 @@ func TestLockAllLostWhileWaiting(t *testing.T) {
 	store := memdriver.New()
 	a := newMemLocker(t, oneByOne{store})
 	b := newMemLocker(t, store.Connect())
-	ctx := ctxTimeout(t, 10*time.Second)
+	ctx := leasecheck.Context(t, 10*time.Second)
 	busy, err := b.Lock(ctx, "c")
 	if err != nil {
 		t.Fatal(err)
@@ -364,7 +365,7 @@ func TestLockAllLostWhileWaiting(t *testing.T) {
 func TestLockAllLostReplyReleased(t *testing.T) {
 	store := memdriver.New()
 	a, b := newMemLocker(t, store), newMemLocker(t, store.Connect())
-	ctx := ctxTimeout(t, 10*time.Second)
+	ctx := leasecheck.Context(t, 10*time.Second)
 	errLost := errors.New("reply lost")
 	var once sync.Once
 	store.SetFaultAfter(func(_ context.Context, op string) error {

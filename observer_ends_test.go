@@ -10,12 +10,13 @@ import (
 	"time"
 
 	"github.com/dlockio/dlock"
+	"github.com/dlockio/dlock/internal/testkit/leasecheck"
 	"github.com/dlockio/dlock/memdriver"
 )
 
 func observedClient(t *testing.T, d *memdriver.Driver, o dlock.Observer) *dlock.Client {
 	t.Helper()
-	c, err := dlock.New(d, dlock.WithObserver(o), dlock.WithLogger(quietLogger()))
+	c, err := dlock.New(d, dlock.WithObserver(o), dlock.WithLogger(leasecheck.QuietLogger()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,7 +33,7 @@ func TestLeaseEndedByItsDeadlineEndsOnce(t *testing.T) {
 	for range 20 { // the race with the renewal loop is won by Err most times
 		o := newRecorder()
 		c := observedClient(t, memdriver.New(), o)
-		ctx := ctxTimeout(t, 10*time.Second)
+		ctx := leasecheck.Context(t, 10*time.Second)
 		l, err := c.TryLock(ctx, "fixed", dlock.WithTTL(50*time.Millisecond), dlock.WithoutWatchdog())
 		if err != nil {
 			t.Fatal(err)
@@ -62,7 +63,7 @@ func TestLeasesUnlockedDuringCloseEndOnce(t *testing.T) {
 	const n = 200
 	o := newRecorder()
 	c := observedClient(t, memdriver.New(), o)
-	ctx := ctxTimeout(t, 20*time.Second)
+	ctx := leasecheck.Context(t, 20*time.Second)
 	leases := make([]*dlock.Lease, n)
 	for i := range leases {
 		l, err := c.TryLock(ctx, fmt.Sprintf("k%d", i))
@@ -105,7 +106,7 @@ func TestFairHoldTimeStartsAtTheGrant(t *testing.T) {
 	o := newRecorder()
 	holder := observedClient(t, store, newRecorder())
 	waiter := observedClient(t, store.Connect(), o)
-	ctx := ctxTimeout(t, 20*time.Second)
+	ctx := leasecheck.Context(t, 20*time.Second)
 	const ttl = 3 * time.Second
 	h, err := holder.Lock(ctx, "fair", dlock.WithTTL(ttl))
 	if err != nil {
@@ -151,7 +152,7 @@ func TestGroupReleaseFailureCountsOnce(t *testing.T) {
 	d := memdriver.New()
 	o := newRecorder()
 	c := observedClient(t, d, o)
-	ctx := ctxTimeout(t, 10*time.Second)
+	ctx := leasecheck.Context(t, 10*time.Second)
 	m, err := c.TryLockAll(ctx, []string{"a", "b", "c"})
 	if err != nil {
 		t.Fatal(err)
@@ -197,7 +198,7 @@ func TestWaitDepthCountsFairAndPlainWaiters(t *testing.T) {
 	holder := observedClient(t, store, newRecorder())
 	o := newRecorder()
 	c := observedClient(t, store.Connect(), o)
-	ctx := ctxTimeout(t, 10*time.Second)
+	ctx := leasecheck.Context(t, 10*time.Second)
 	if _, err := holder.Lock(ctx, "k"); err != nil {
 		t.Fatal(err)
 	}

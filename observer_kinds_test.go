@@ -7,17 +7,18 @@ import (
 	"time"
 
 	"github.com/dlockio/dlock"
+	"github.com/dlockio/dlock/internal/testkit/leasecheck"
 	"github.com/dlockio/dlock/memdriver"
 )
 
 // Stats reports leases held and waiters as they are now.
 func TestStatsGauges(t *testing.T) {
-	c, err := dlock.New(memdriver.New(), dlock.WithLogger(quietLogger()))
+	c, err := dlock.New(memdriver.New(), dlock.WithLogger(leasecheck.QuietLogger()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Close() })
-	ctx := ctxTimeout(t, 10*time.Second)
+	ctx := leasecheck.Context(t, 10*time.Second)
 	var leases []*dlock.Lease
 	for _, k := range []string{"x", "y", "z"} {
 		l, err := c.TryLock(ctx, k)
@@ -68,12 +69,12 @@ func TestStatsRenewalsInFlight(t *testing.T) {
 		}
 		return nil
 	})
-	c, err := dlock.New(store, dlock.WithLogger(quietLogger()))
+	c, err := dlock.New(store, dlock.WithLogger(leasecheck.QuietLogger()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Close() })
-	ctx := ctxTimeout(t, 10*time.Second)
+	ctx := leasecheck.Context(t, 10*time.Second)
 	l, err := c.TryLock(ctx, "k", dlock.WithTTL(300*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
@@ -104,11 +105,11 @@ func TestStatsRenewalsInFlight(t *testing.T) {
 // after its keys: every lease starts and ends once in the events.
 func TestObserverSeesMultiLocks(t *testing.T) {
 	o := newRecorder()
-	c, err := dlock.New(memdriver.New(), dlock.WithObserver(o), dlock.WithLogger(quietLogger()))
+	c, err := dlock.New(memdriver.New(), dlock.WithObserver(o), dlock.WithLogger(leasecheck.QuietLogger()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := ctxTimeout(t, 10*time.Second)
+	ctx := leasecheck.Context(t, 10*time.Second)
 	m, err := c.TryLockAll(ctx, []string{"b", "a"})
 	if err != nil {
 		t.Fatal(err)
@@ -159,15 +160,15 @@ func TestObserverSeesMultiLocks(t *testing.T) {
 func TestObserverSeesFairLocks(t *testing.T) {
 	store := memdriver.New()
 	o1, o2 := newRecorder(), newRecorder()
-	c1, err := dlock.New(store, dlock.WithObserver(o1), dlock.WithLogger(quietLogger()))
+	c1, err := dlock.New(store, dlock.WithObserver(o1), dlock.WithLogger(leasecheck.QuietLogger()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	c2, err := dlock.New(store.Connect(), dlock.WithObserver(o2), dlock.WithLogger(quietLogger()))
+	c2, err := dlock.New(store.Connect(), dlock.WithObserver(o2), dlock.WithLogger(leasecheck.QuietLogger()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := ctxTimeout(t, 10*time.Second)
+	ctx := leasecheck.Context(t, 10*time.Second)
 	l1, err := c1.Lock(ctx, "k", dlock.WithFIFO())
 	if err != nil {
 		t.Fatal(err)

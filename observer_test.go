@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/dlockio/dlock"
+	"github.com/dlockio/dlock/internal/testkit/leasecheck"
 	"github.com/dlockio/dlock/memdriver"
 )
 
@@ -72,7 +73,7 @@ func TestObserverScriptedSequence(t *testing.T) {
 	d1, d2 := store, store.Connect()
 	o1, o2 := newRecorder(), newRecorder()
 	newClient := func(d *memdriver.Driver, o *recorder) *dlock.Client {
-		c, err := dlock.New(d, dlock.WithObserver(o), dlock.WithLogger(quietLogger()), dlock.WithRenewRetryDelay(20*time.Millisecond))
+		c, err := dlock.New(d, dlock.WithObserver(o), dlock.WithLogger(leasecheck.QuietLogger()), dlock.WithRenewRetryDelay(20*time.Millisecond))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -80,7 +81,7 @@ func TestObserverScriptedSequence(t *testing.T) {
 		return c
 	}
 	c1, c2 := newClient(d1, o1), newClient(d2, o2)
-	ctx := ctxTimeout(t, 20*time.Second)
+	ctx := leasecheck.Context(t, 20*time.Second)
 
 	// 1. acquire; 2. contend.
 	la, err := c1.TryLock(ctx, "a")
@@ -132,7 +133,7 @@ func TestObserverScriptedSequence(t *testing.T) {
 	if _, ok, err := c1.ForceRelease(ctx, "a"); err != nil || !ok {
 		t.Fatal(ok, err)
 	}
-	waitDone(t, l2, 5*time.Second)
+	leasecheck.WaitDone(t, l2, 5*time.Second)
 	if err := l2.Unlock(ctx); !errors.Is(err, dlock.ErrNotHeld) {
 		t.Fatalf("Unlock of a lost lease: %v", err)
 	}
@@ -142,7 +143,7 @@ func TestObserverScriptedSequence(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitDone(t, lb, 5*time.Second)
+	leasecheck.WaitDone(t, lb, 5*time.Second)
 	if err := lb.Unlock(ctx); !errors.Is(err, dlock.ErrNotHeld) {
 		t.Fatalf("Unlock after the deadline: %v", err)
 	}
@@ -259,12 +260,12 @@ func (b *blockingObserver) Acquire(dlock.AcquireEvent) { b.calls.Add(1); <-b.rel
 func TestBlockingObserverDelaysNothing(t *testing.T) {
 	obs := &blockingObserver{release: make(chan struct{})}
 	t.Cleanup(func() { close(obs.release) }) // after Close (cleanups run last first)
-	c, err := dlock.New(memdriver.New(), dlock.WithObserver(obs), dlock.WithLogger(quietLogger()))
+	c, err := dlock.New(memdriver.New(), dlock.WithObserver(obs), dlock.WithLogger(leasecheck.QuietLogger()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Close() })
-	ctx := ctxTimeout(t, 20*time.Second)
+	ctx := leasecheck.Context(t, 20*time.Second)
 
 	l, err := c.TryLock(ctx, "fixed", dlock.WithTTL(100*time.Millisecond), dlock.WithoutWatchdog())
 	if err != nil {

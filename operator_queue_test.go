@@ -10,6 +10,7 @@ import (
 
 	"github.com/dlockio/dlock"
 	"github.com/dlockio/dlock/driver"
+	"github.com/dlockio/dlock/internal/testkit/leasecheck"
 	"github.com/dlockio/dlock/memdriver"
 )
 
@@ -19,10 +20,10 @@ type noQueueLister struct{ driver.Driver }
 
 func TestListQueues(t *testing.T) {
 	c, _ := newMemClient(t, nil)
-	ctx := ctxTimeout(t, 10*time.Second)
-	r := got(t)(c.RWMutex("q/rw").RLock(ctx))
-	p := got(t)(c.Semaphore("q/pool", 1).Acquire(ctx))
-	plain := got(t)(c.TryLock(ctx, "q/plain"))
+	ctx := leasecheck.Context(t, 10*time.Second)
+	r := leasecheck.Got(t)(c.RWMutex("q/rw").RLock(ctx))
+	p := leasecheck.Got(t)(c.Semaphore("q/pool", 1).Acquire(ctx))
+	plain := leasecheck.Got(t)(c.TryLock(ctx, "q/plain"))
 	waiting := make(chan *dlock.Lease, 1)
 	wctx, stop := context.WithCancel(ctx)
 	defer stop()
@@ -30,7 +31,7 @@ func TestListQueues(t *testing.T) {
 		l, _ := c.Semaphore("q/pool", 1).Acquire(wctx)
 		waiting <- l
 	}()
-	waitInQueue(t, c, "q/pool", 1)
+	leasecheck.WaitInQueue(t, c, "q/pool", 1)
 
 	infos, err := c.ListQueues(ctx, "q/")
 	if err != nil {
@@ -57,10 +58,10 @@ func TestListQueues(t *testing.T) {
 	}
 	// Its place is given up in the background: wait for it, or the
 	// permit released below would pass to it for a moment.
-	waitInQueue(t, c, "q/pool", 0)
-	unlock(t, r)
-	unlock(t, p)
-	unlock(t, plain)
+	leasecheck.WaitInQueue(t, c, "q/pool", 0)
+	leasecheck.Unlock(t, r)
+	leasecheck.Unlock(t, p)
+	leasecheck.Unlock(t, plain)
 	if infos, err := c.ListQueues(ctx, ""); err != nil || len(infos) != 0 {
 		t.Errorf("ListQueues after everyone left = %+v, %v; want none", infos, err)
 	}
@@ -69,7 +70,7 @@ func TestListQueues(t *testing.T) {
 	if _, err := c.ListQueues(nil, ""); !errors.Is(err, dlock.ErrInvalidArgument) {
 		t.Errorf("ListQueues(nil ctx) = %v, want ErrInvalidArgument", err)
 	}
-	bare, err := dlock.New(noQueueLister{memdriver.New()}, dlock.WithLogger(quietLogger()))
+	bare, err := dlock.New(noQueueLister{memdriver.New()}, dlock.WithLogger(leasecheck.QuietLogger()))
 	if err != nil {
 		t.Fatal(err)
 	}

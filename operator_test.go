@@ -8,6 +8,7 @@ import (
 
 	"github.com/dlockio/dlock"
 	"github.com/dlockio/dlock/driver"
+	"github.com/dlockio/dlock/internal/testkit/leasecheck"
 	"github.com/dlockio/dlock/memdriver"
 )
 
@@ -15,12 +16,12 @@ import (
 type noInspector struct{ driver.Driver }
 
 func TestOperatorFunctions(t *testing.T) {
-	c, err := dlock.New(memdriver.New(), dlock.WithLogger(quietLogger()))
+	c, err := dlock.New(memdriver.New(), dlock.WithLogger(leasecheck.QuietLogger()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	ctx := ctxTimeout(t, 5*time.Second)
+	ctx := leasecheck.Context(t, 5*time.Second)
 	l, err := c.TryLock(ctx, "op:1", dlock.WithMeta("m"))
 	if err != nil {
 		t.Fatal(err)
@@ -47,7 +48,7 @@ func TestOperatorFunctions(t *testing.T) {
 	if _, _, err := c.ForceRelease(ctx, ""); !errors.Is(err, dlock.ErrInvalidKey) {
 		t.Errorf("ForceRelease of an empty key = %v, want ErrInvalidKey", err)
 	}
-	bare, err := dlock.New(noInspector{memdriver.New()}, dlock.WithLogger(quietLogger()))
+	bare, err := dlock.New(noInspector{memdriver.New()}, dlock.WithLogger(leasecheck.QuietLogger()))
 	if err != nil {
 		t.Fatal(err)
 	}

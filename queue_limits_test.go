@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/dlockio/dlock"
+	"github.com/dlockio/dlock/internal/testkit/leasecheck"
 	"github.com/dlockio/dlock/internal/testkit/redisserver"
 	"github.com/dlockio/dlock/memdriver"
 )
@@ -18,7 +19,7 @@ func queueClients(t *testing.T, opts ...dlock.Option) map[string][2]*dlock.Clien
 	srv := redisserver.Start(t)
 	mem := memdriver.New()
 	newMem := func() *dlock.Client {
-		c, err := dlock.New(mem.Connect(), append([]dlock.Option{dlock.WithLogger(quietLogger())}, opts...)...)
+		c, err := dlock.New(mem.Connect(), append([]dlock.Option{dlock.WithLogger(leasecheck.QuietLogger())}, opts...)...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -26,7 +27,7 @@ func queueClients(t *testing.T, opts ...dlock.Option) map[string][2]*dlock.Clien
 		return c
 	}
 	return map[string][2]*dlock.Client{
-		"redis": {newLocker(t, srv.Addr(), opts...), newLocker(t, srv.Addr(), opts...)},
+		"redis": {leasecheck.NewLocker(t, srv.Addr(), opts...), leasecheck.NewLocker(t, srv.Addr(), opts...)},
 		"mem":   {newMem(), newMem()},
 	}
 }
@@ -37,7 +38,7 @@ func queueClients(t *testing.T, opts ...dlock.Option) map[string][2]*dlock.Clien
 func TestSemaphoreLimitIsTheNames(t *testing.T) {
 	for name, cs := range queueClients(t) {
 		t.Run(name, func(t *testing.T) {
-			ctx := ctxTimeout(t, 10*time.Second)
+			ctx := leasecheck.Context(t, 10*time.Second)
 			one, many := cs[0].Semaphore("sem", 1), cs[1].Semaphore("sem", 100)
 			p, err := one.Acquire(ctx)
 			if err != nil {
@@ -64,26 +65,6 @@ func TestSemaphoreLimitIsTheNames(t *testing.T) {
 	}
 }
 
-// waitForWaiters waits until the store shows n waiters of name.
-func waitForWaiters(t *testing.T, c *dlock.Client, name string, n int) {
-	t.Helper()
-	ctx := ctxTimeout(t, 10*time.Second)
-	for {
-		info, _, err := c.InspectQueue(ctx, name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(info.Waiters) == n {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("%q: %d waiters, want %d", name, len(info.Waiters), n)
-		case <-time.After(5 * time.Millisecond): // polling the store, not a synchronisation
-		}
-	}
-}
-
 // A queued acquisition that finds the queue at its cap fails at once with
 // ErrQueueFull (and ErrNotAcquired, not ErrBackend), per call
 // (WithMaxWaiters) and by the Client's default (WithDefaultMaxWaiters),
@@ -91,7 +72,7 @@ func waitForWaiters(t *testing.T, c *dlock.Client, name string, n int) {
 func TestQueueCap(t *testing.T) {
 	for name, cs := range queueClients(t, dlock.WithDefaultMaxWaiters(1)) {
 		t.Run(name, func(t *testing.T) {
-			ctx := ctxTimeout(t, 20*time.Second)
+			ctx := leasecheck.Context(t, 20*time.Second)
 			a, b := cs[0], cs[1]
 			held, err := a.Lock(ctx, "k", dlock.WithFIFO())
 			if err != nil {
@@ -107,7 +88,7 @@ func TestQueueCap(t *testing.T) {
 				}
 				queued <- err
 			}()
-			waitForWaiters(t, a, "k", 1)
+			leasecheck.WaitInQueue(t, a, "k", 1)
 			full := func(what string, err error) {
 				t.Helper()
 				if !errors.Is(err, dlock.ErrQueueFull) || !errors.Is(err, dlock.ErrNotAcquired) || errors.Is(err, dlock.ErrBackend) {
@@ -132,7 +113,7 @@ func TestQueueCap(t *testing.T) {
 				}
 				second <- err
 			}()
-			waitForWaiters(t, a, "k", 2)
+			leasecheck.WaitInQueue(t, a, "k", 2)
 			if err := held.Unlock(ctx); err != nil {
 				t.Fatal(err)
 			}

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/dlockio/dlock"
+	"github.com/dlockio/dlock/internal/testkit/leasecheck"
 	"github.com/dlockio/dlock/memdriver"
 )
 
@@ -12,7 +13,7 @@ import (
 // store: the client-side cost of a plain, non-nested acquisition (the
 // reentrancy lookup is on this path and must not allocate).
 func BenchmarkLockUnlockMem(b *testing.B) {
-	c, err := dlock.New(memdriver.New(), dlock.WithLogger(quietLogger()))
+	c, err := dlock.New(memdriver.New(), dlock.WithLogger(leasecheck.QuietLogger()))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -33,7 +34,7 @@ func BenchmarkLockUnlockMem(b *testing.B) {
 // BenchmarkLockNestedMem measures one nested Lock+Unlock under a held
 // lease's Context: no store call, only the hold's own bookkeeping.
 func BenchmarkLockNestedMem(b *testing.B) {
-	c, err := dlock.New(memdriver.New(), dlock.WithLogger(quietLogger()))
+	c, err := dlock.New(memdriver.New(), dlock.WithLogger(leasecheck.QuietLogger()))
 	if err != nil {
 		b.Fatal(err)
 	}

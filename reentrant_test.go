@@ -10,6 +10,7 @@ import (
 
 	"github.com/dlockio/dlock"
 	"github.com/dlockio/dlock/driver"
+	"github.com/dlockio/dlock/internal/testkit/leasecheck"
 	"github.com/dlockio/dlock/internal/testkit/redisserver"
 	"github.com/dlockio/dlock/memdriver"
 	"github.com/redis/go-redis/v9"
@@ -39,7 +40,7 @@ func commandsProcessed(t testing.TB, rdb *redis.Client) int {
 // newMemLocker returns a Client on drv (closed at the end of the test).
 func newMemLocker(t testing.TB, drv driver.Driver) *dlock.Client {
 	t.Helper()
-	c, err := dlock.New(drv, dlock.WithLogger(quietLogger()))
+	c, err := dlock.New(drv, dlock.WithLogger(leasecheck.QuietLogger()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,8 +54,8 @@ func newMemLocker(t testing.TB, drv driver.Driver) *dlock.Client {
 func TestReentrantSameTokenNoRoundTrip(t *testing.T) {
 	srv := redisserver.Start(t)
 	rdb := srv.Client(t)
-	c := newLocker(t, srv.Addr())
-	ctx := ctxTimeout(t, 10*time.Second)
+	c := leasecheck.NewLocker(t, srv.Addr())
+	ctx := leasecheck.Context(t, 10*time.Second)
 	outer, err := c.Lock(ctx, "re")
 	if err != nil {
 		t.Fatal(err)
@@ -92,14 +93,14 @@ func TestReentrantSameTokenNoRoundTrip(t *testing.T) {
 	if !errors.Is(inner.Err(), dlock.ErrReleased) || outer.Err() != nil || outer.Holds() != 1 {
 		t.Fatalf("after nested unlocks: nested Err %v, outer Err %v, Holds %d", inner.Err(), outer.Err(), outer.Holds())
 	}
-	if !isHeld(t, rdb, "re") {
+	if !leasecheck.IsHeld(t, rdb, "re") {
 		t.Fatal("unlocking nested holds released the lock")
 	}
 	if err := outer.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if isHeld(t, rdb, "re") || outer.Holds() != 0 {
-		t.Fatalf("after the outer Unlock: held %v, Holds %d", isHeld(t, rdb, "re"), outer.Holds())
+	if leasecheck.IsHeld(t, rdb, "re") || outer.Holds() != 0 {
+		t.Fatalf("after the outer Unlock: held %v, Holds %d", leasecheck.IsHeld(t, rdb, "re"), outer.Holds())
 	}
 }
 
@@ -108,7 +109,7 @@ func TestReentrantSameTokenNoRoundTrip(t *testing.T) {
 func TestReentrantOuterEndEndsNested(t *testing.T) {
 	drv := memdriver.New()
 	c := newMemLocker(t, drv)
-	ctx := ctxTimeout(t, 10*time.Second)
+	ctx := leasecheck.Context(t, 10*time.Second)
 
 	outer, err := c.Lock(ctx, "released")
 	if err != nil {
@@ -145,7 +146,7 @@ func TestReentrantOuterEndEndsNested(t *testing.T) {
 	if _, ok, err := drv.ForceRelease(ctx, "lost"); !ok || err != nil {
 		t.Fatal(ok, err)
 	}
-	waitDone(t, inner, 20*ttl) // the next renewal finds the lock gone
+	leasecheck.WaitDone(t, inner, 20*ttl) // the next renewal finds the lock gone
 	if !errors.Is(inner.Err(), dlock.ErrLockLost) || !errors.Is(outer.Err(), dlock.ErrLockLost) {
 		t.Fatalf("nested Err %v, outer Err %v", inner.Err(), outer.Err())
 	}
@@ -164,7 +165,7 @@ func TestReentrantOuterEndEndsNested(t *testing.T) {
 // that — no Lock waits for its own caller's lock.
 func TestReentrantAcrossKeys(t *testing.T) {
 	c := newMemLocker(t, memdriver.New())
-	ctx := ctxTimeout(t, 5*time.Second)
+	ctx := leasecheck.Context(t, 5*time.Second)
 	a, err := c.Lock(ctx, "a")
 	if err != nil {
 		t.Fatal(err)
@@ -211,7 +212,7 @@ func TestReentrantAcrossKeys(t *testing.T) {
 func TestReentrantNotAcrossClients(t *testing.T) {
 	drv := memdriver.New()
 	c1, c2 := newMemLocker(t, drv), newMemLocker(t, drv.Connect())
-	ctx := ctxTimeout(t, 5*time.Second)
+	ctx := leasecheck.Context(t, 5*time.Second)
 	l, err := c1.Lock(ctx, "shared")
 	if err != nil {
 		t.Fatal(err)
@@ -234,7 +235,7 @@ func TestReentrantNotAcrossClients(t *testing.T) {
 // lock; a Lock of another key under it is unaffected.
 func TestWithoutReentry(t *testing.T) {
 	c := newMemLocker(t, memdriver.New())
-	ctx := ctxTimeout(t, 5*time.Second)
+	ctx := leasecheck.Context(t, 5*time.Second)
 	l, err := c.Lock(ctx, "k")
 	if err != nil {
 		t.Fatal(err)
@@ -269,7 +270,7 @@ func TestWithoutReentry(t *testing.T) {
 // that ended is not re-entered (its Context is done).
 func TestReentrantEdges(t *testing.T) {
 	c := newMemLocker(t, memdriver.New())
-	ctx := ctxTimeout(t, 5*time.Second)
+	ctx := leasecheck.Context(t, 5*time.Second)
 	l, err := c.Lock(ctx, "k")
 	if err != nil {
 		t.Fatal(err)
@@ -311,11 +312,11 @@ func TestReentrantEdges(t *testing.T) {
 
 // Close ends nested holds with the outer lease: ErrClosed.
 func TestReentrantClose(t *testing.T) {
-	c, err := dlock.New(memdriver.New(), dlock.WithLogger(quietLogger()))
+	c, err := dlock.New(memdriver.New(), dlock.WithLogger(leasecheck.QuietLogger()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := ctxTimeout(t, 5*time.Second)
+	ctx := leasecheck.Context(t, 5*time.Second)
 	outer, err := c.Lock(ctx, "k")
 	if err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/dlockio/dlock"
 	"github.com/dlockio/dlock/driver"
+	"github.com/dlockio/dlock/internal/testkit/leasecheck"
 	"github.com/dlockio/dlock/internal/testkit/redisserver"
 )
 
@@ -19,9 +20,9 @@ import (
 func TestRenewalSurvivesShortOutage(t *testing.T) {
 	srv := redisserver.Start(t)
 	proxy := redisserver.NewProxy(t, srv.Addr())
-	c := newLocker(t, proxy.Addr())
+	c := leasecheck.NewLocker(t, proxy.Addr())
 	const ttl = 1500 * time.Millisecond
-	ctx := ctxTimeout(t, 20*time.Second)
+	ctx := leasecheck.Context(t, 20*time.Second)
 	l, err := c.TryLock(ctx, "blip", dlock.WithTTL(ttl))
 	if err != nil {
 		t.Fatal(err)
@@ -39,7 +40,7 @@ func TestRenewalSurvivesShortOutage(t *testing.T) {
 		t.Fatalf("lease lost after a %v outage: %v", ttl/2, l.Err())
 	case <-time.After(2 * ttl):
 	}
-	if pttl := srv.Client(t).PTTL(ctx, lockKey("blip")).Val(); pttl <= 0 {
+	if pttl := srv.Client(t).PTTL(ctx, leasecheck.LockKey("blip")).Val(); pttl <= 0 {
 		t.Fatalf("lock key PTTL %v after the outage", pttl)
 	}
 	if err := l.Unlock(ctx); err != nil {
@@ -67,13 +68,13 @@ func TestManyLeasesShareOneRenewalLoop(t *testing.T) {
 	}
 	srv := redisserver.Start(t)
 	var rc *renewCounter
-	c := newLockerOn(t, redisserver.NewClient(t, srv.Addr()), func(d driver.Driver) driver.Driver {
+	c := leasecheck.NewLockerOn(t, redisserver.NewClient(t, srv.Addr()), func(d driver.Driver) driver.Driver {
 		rc = &renewCounter{Driver: d}
 		return rc
 	})
 	const n = 5000
 	const ttl = 3 * time.Second
-	ctx := ctxTimeout(t, time.Minute)
+	ctx := leasecheck.Context(t, time.Minute)
 	before := runtime.NumGoroutine()
 	leases := make([]*dlock.Lease, n)
 	var wg sync.WaitGroup

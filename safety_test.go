@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/dlockio/dlock"
+	"github.com/dlockio/dlock/internal/testkit/leasecheck"
 	"github.com/dlockio/dlock/internal/testkit/probe"
 	"github.com/dlockio/dlock/internal/testkit/redisserver"
 	"github.com/redis/go-redis/v9"
@@ -29,13 +30,13 @@ import (
 // most rounds must still complete.
 func TestHandOverNeverOverlapsReportedHolds(t *testing.T) {
 	srv := redisserver.Start(t)
-	a, b := newLocker(t, srv.Addr()), newLocker(t, srv.Addr())
+	a, b := leasecheck.NewLocker(t, srv.Addr()), leasecheck.NewLocker(t, srv.Addr())
 	const (
 		keys   = 8
 		rounds = 160
 		ttl    = 20 * time.Millisecond
 	)
-	ctx := ctxTimeout(t, 2*time.Minute)
+	ctx := leasecheck.Context(t, 2*time.Minute)
 	var (
 		mu       sync.Mutex
 		overlaps int
@@ -120,15 +121,15 @@ func slowGrant(err error) bool {
 func TestContextHonouredWithoutContextTimeoutEnabled(t *testing.T) {
 	srv := redisserver.Start(t)
 	proxy := redisserver.NewProxy(t, srv.Addr())
-	c := newLockerOn(t, redis.NewClient(&redis.Options{Addr: proxy.Addr()}), nil)
+	c := leasecheck.NewLockerOn(t, redis.NewClient(&redis.Options{Addr: proxy.Addr()}), nil)
 	// Warm the connection, then hold a lease to unlock later.
-	l, err := c.TryLock(ctxTimeout(t, 5*time.Second), "held")
+	l, err := c.TryLock(leasecheck.Context(t, 5*time.Second), "held")
 	if err != nil {
 		t.Fatal(err)
 	}
 	// A lock someone else holds: Lock on it waits, and subscribes to its
 	// release notifications on a new connection through the slow proxy.
-	busy, err := newLocker(t, srv.Addr()).TryLock(ctxTimeout(t, 5*time.Second), "busy")
+	busy, err := leasecheck.NewLocker(t, srv.Addr()).TryLock(leasecheck.Context(t, 5*time.Second), "busy")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,15 +164,15 @@ func TestBlockingLoggerDoesNotFreezeExpiry(t *testing.T) {
 	srv := redisserver.Start(t)
 	bh := probe.NewBlocking()
 	defer close(bh.Release) // before the Clients close: they flush their logs
-	a := newLocker(t, srv.Addr(), dlock.WithLogger(slog.New(bh)))
-	b := newLocker(t, srv.Addr())
-	ctx := ctxTimeout(t, 30*time.Second)
+	a := leasecheck.NewLocker(t, srv.Addr(), dlock.WithLogger(slog.New(bh)))
+	b := leasecheck.NewLocker(t, srv.Addr())
+	ctx := leasecheck.Context(t, 30*time.Second)
 	const ttl = 100 * time.Millisecond
 	first, err := a.TryLock(ctx, "first", dlock.WithTTL(ttl), dlock.WithoutWatchdog())
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitDone(t, first, 20*ttl) // lost at its deadline: a is now logging, stuck
+	leasecheck.WaitDone(t, first, 20*ttl) // lost at its deadline: a is now logging, stuck
 	second, err := a.TryLock(ctx, "second", dlock.WithTTL(ttl), dlock.WithoutWatchdog())
 	if err != nil {
 		t.Fatal(err)
@@ -198,13 +199,13 @@ func TestBlockingLoggerDoesNotFreezeExpiry(t *testing.T) {
 func TestLockOnBusyKeyHonoursContextWhileSubscribing(t *testing.T) {
 	srv := redisserver.Start(t)
 	proxy := redisserver.NewProxy(t, srv.Addr())
-	c := newLocker(t, proxy.Addr())
-	busy, err := newLocker(t, srv.Addr()).TryLock(ctxTimeout(t, 5*time.Second), "busy")
+	c := leasecheck.NewLocker(t, proxy.Addr())
+	busy, err := leasecheck.NewLocker(t, srv.Addr()).TryLock(leasecheck.Context(t, 5*time.Second), "busy")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer busy.Unlock(context.Background())
-	if _, err := c.TryLock(ctxTimeout(t, 5*time.Second), "busy"); !errors.Is(err, dlock.ErrNotAcquired) {
+	if _, err := c.TryLock(leasecheck.Context(t, 5*time.Second), "busy"); !errors.Is(err, dlock.ErrNotAcquired) {
 		t.Fatalf("warm-up TryLock = %v, want ErrNotAcquired", err) // warms the connection and script cache
 	}
 	const latency, budget = time.Second, 2 * time.Second

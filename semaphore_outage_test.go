@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/dlockio/dlock"
+	"github.com/dlockio/dlock/internal/testkit/leasecheck"
 	"github.com/dlockio/dlock/memdriver"
 )
 
@@ -44,21 +45,21 @@ func TestSemaphoreWaiterPlaceLostInOutageKeepsItsGrant(t *testing.T) {
 		}
 		return nil
 	})
-	holder, err := dlock.New(drv.Connect(), dlock.WithLogger(quietLogger()))
+	holder, err := dlock.New(drv.Connect(), dlock.WithLogger(leasecheck.QuietLogger()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer holder.Close()
-	waiter, err := dlock.New(drv, dlock.WithLogger(quietLogger()), dlock.WithDefaultTTL(ttl))
+	waiter, err := dlock.New(drv, dlock.WithLogger(leasecheck.QuietLogger()), dlock.WithDefaultTTL(ttl))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer waiter.Close()
-	ctx := ctxTimeout(t, 20*time.Second)
+	ctx := leasecheck.Context(t, 20*time.Second)
 	const name = "pool"
 
-	h := got(t)(holder.Semaphore(name, 1).Acquire(ctx))
-	ch := acquired(t, func() (*dlock.Lease, error) { return waiter.Semaphore(name, 1).Acquire(ctx) })
+	h := leasecheck.Got(t)(holder.Semaphore(name, 1).Acquire(ctx))
+	ch := leasecheck.Acquired(t, func() (*dlock.Lease, error) { return waiter.Semaphore(name, 1).Acquire(ctx) })
 	waitWaiters(t, drv, name, 1)
 	q, _, err := drv.InspectQueue(ctx, name)
 	if err != nil {
@@ -97,8 +98,8 @@ func TestSemaphoreWaiterPlaceLostInOutageKeepsItsGrant(t *testing.T) {
 	case <-time.After(ttl):
 	}
 	down.Store(false)
-	unlock(t, h)
-	p := receive(t, ch, "waiter")
+	leasecheck.Unlock(t, h)
+	p := leasecheck.Receive(t, ch, "waiter")
 	if p.ID() != id {
 		t.Fatalf("granted id %q, want the waiter's %q (its place kept)", p.ID(), id)
 	}
@@ -121,5 +122,5 @@ func TestSemaphoreWaiterPlaceLostInOutageKeepsItsGrant(t *testing.T) {
 	if _, err := holder.Semaphore(name, 1).TryAcquire(ctx); p.Err() == nil && !errors.Is(err, dlock.ErrNotAcquired) {
 		t.Fatalf("a second permit of 1 while the waiter holds its own: %v", err)
 	}
-	unlock(t, p)
+	leasecheck.Unlock(t, p)
 }

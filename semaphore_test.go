@@ -7,11 +7,12 @@ import (
 	"time"
 
 	"github.com/dlockio/dlock"
+	"github.com/dlockio/dlock/internal/testkit/leasecheck"
 )
 
 func TestSemaphoreAdmitsNAndNoMore(t *testing.T) {
 	c, _ := newMemClient(t, nil)
-	ctx := ctxTimeout(t, 10*time.Second)
+	ctx := leasecheck.Context(t, 10*time.Second)
 	s := c.Semaphore("pool", 3)
 	if s.Name() != "pool" || s.N() != 3 {
 		t.Fatalf("handle: %q %d", s.Name(), s.N())
@@ -19,7 +20,7 @@ func TestSemaphoreAdmitsNAndNoMore(t *testing.T) {
 	var held []*dlock.Lease
 	ids := map[string]bool{}
 	for i := range 3 {
-		p := got(t)(s.TryAcquire(ctx))
+		p := leasecheck.Got(t)(s.TryAcquire(ctx))
 		if ids[p.ID()] || p.Err() != nil || len(p.ID()) != 32 {
 			t.Fatalf("permit %d: id %q (seen %v), err %v", i, p.ID(), ids[p.ID()], p.Err())
 		}
@@ -38,20 +39,20 @@ func TestSemaphoreAdmitsNAndNoMore(t *testing.T) {
 	if _, err := s.TryAcquire(ctx); !errors.Is(err, dlock.ErrNotAcquired) {
 		t.Fatalf("fourth permit: %v, want ErrNotAcquired", err)
 	}
-	unlock(t, held[1])
+	leasecheck.Unlock(t, held[1])
 	if err := held[1].Unlock(ctx); err != nil {
 		t.Fatalf("second Unlock: %v, want nil", err)
 	}
-	p := got(t)(s.Acquire(ctx))
+	p := leasecheck.Got(t)(s.Acquire(ctx))
 	if ids[p.ID()] {
 		t.Fatalf("id %q reused", p.ID())
 	}
 	for _, l := range []*dlock.Lease{held[0], held[2], p} {
-		unlock(t, l)
+		leasecheck.Unlock(t, l)
 	}
 	// Nothing is left held: all three permits are free again.
 	for range 3 {
-		defer unlock(t, got(t)(s.TryAcquire(ctx)))
+		defer leasecheck.Unlock(t, leasecheck.Got(t)(s.TryAcquire(ctx)))
 	}
 }
 
@@ -59,10 +60,10 @@ func TestSemaphoreAdmitsNAndNoMore(t *testing.T) {
 // permits of the other holders are untouched.
 func TestSemaphoreLostPermitCannotReleaseAnother(t *testing.T) {
 	c, _ := newMemClient(t, nil)
-	ctx := ctxTimeout(t, 10*time.Second)
+	ctx := leasecheck.Context(t, 10*time.Second)
 	s := c.Semaphore("one", 1)
-	old := got(t)(s.TryAcquire(ctx, dlock.WithTTL(50*time.Millisecond), dlock.WithoutWatchdog()))
-	next := got(t)(s.Acquire(ctx)) // granted once old has expired
+	old := leasecheck.Got(t)(s.TryAcquire(ctx, dlock.WithTTL(50*time.Millisecond), dlock.WithoutWatchdog()))
+	next := leasecheck.Got(t)(s.Acquire(ctx)) // granted once old has expired
 	if old.Err() == nil {
 		t.Fatal("second permit granted while the first is valid")
 	}
@@ -72,7 +73,7 @@ func TestSemaphoreLostPermitCannotReleaseAnother(t *testing.T) {
 	if _, err := s.TryAcquire(ctx); !errors.Is(err, dlock.ErrNotAcquired) {
 		t.Fatalf("after the stale unlock: %v, want ErrNotAcquired (the live permit is held)", err)
 	}
-	unlock(t, next)
+	leasecheck.Unlock(t, next)
 }
 
 // N is the name's while its permits are held or waited for: a handle with
@@ -81,10 +82,10 @@ func TestSemaphoreLostPermitCannotReleaseAnother(t *testing.T) {
 // too; once the name is idle, the next N is the name's.
 func TestSemaphoreChangingN(t *testing.T) {
 	c, _ := newMemClient(t, nil)
-	ctx := ctxTimeout(t, 10*time.Second)
+	ctx := leasecheck.Context(t, 10*time.Second)
 	var held []*dlock.Lease
 	for range 3 {
-		held = append(held, got(t)(c.Semaphore("resize", 3).TryAcquire(ctx)))
+		held = append(held, leasecheck.Got(t)(c.Semaphore("resize", 3).TryAcquire(ctx)))
 	}
 	for _, n := range []int{2, 5} {
 		if _, err := c.Semaphore("resize", n).TryAcquire(ctx); !errors.Is(err, dlock.ErrLimitMismatch) {
@@ -100,26 +101,26 @@ func TestSemaphoreChangingN(t *testing.T) {
 		}
 	}
 	// A waiter keeps the name's N while the permits go.
-	wch := acquired(t, func() (*dlock.Lease, error) { return c.Semaphore("resize", 3).Acquire(ctx) })
-	waitInQueue(t, c, "resize", 1)
+	wch := leasecheck.Acquired(t, func() (*dlock.Lease, error) { return c.Semaphore("resize", 3).Acquire(ctx) })
+	leasecheck.WaitInQueue(t, c, "resize", 1)
 	for _, l := range held {
-		unlock(t, l)
+		leasecheck.Unlock(t, l)
 	}
 	if _, err := c.Semaphore("resize", 5).TryAcquire(ctx); !errors.Is(err, dlock.ErrLimitMismatch) {
 		t.Fatalf("N=5 while the N=3 waiter's permit is held: %v, want ErrLimitMismatch", err)
 	}
-	unlock(t, receive(t, wch, "the N=3 waiter"))
+	leasecheck.Unlock(t, leasecheck.Receive(t, wch, "the N=3 waiter"))
 	// Idle: N=5 is the name's now.
 	big := c.Semaphore("resize", 5)
 	held = held[:0]
 	for range 5 {
-		held = append(held, got(t)(big.TryAcquire(ctx)))
+		held = append(held, leasecheck.Got(t)(big.TryAcquire(ctx)))
 	}
 	if _, err := big.TryAcquire(ctx); !errors.Is(err, dlock.ErrNotAcquired) {
 		t.Fatalf("a sixth permit of N=5: %v, want ErrNotAcquired", err)
 	}
 	for _, l := range held {
-		unlock(t, l)
+		leasecheck.Unlock(t, l)
 	}
 }
 
@@ -129,11 +130,11 @@ func TestSemaphoreDeadHolderReclaimedWithinTTL(t *testing.T) {
 	const ttl = 300 * time.Millisecond
 	dead, store := newMemClient(t, nil)
 	live, _ := newMemClient(t, store)
-	ctx := ctxTimeout(t, 10*time.Second)
-	p := got(t)(dead.Semaphore("crash", 1).Acquire(ctx, dlock.WithTTL(ttl)))
+	ctx := leasecheck.Context(t, 10*time.Second)
+	p := leasecheck.Got(t)(dead.Semaphore("crash", 1).Acquire(ctx, dlock.WithTTL(ttl)))
 	died := time.Now()
 	store.SetFault(func(context.Context, string) error { return errors.New("process gone") })
-	q := got(t)(live.Semaphore("crash", 1).Acquire(ctx, dlock.WithTTL(ttl)))
+	q := leasecheck.Got(t)(live.Semaphore("crash", 1).Acquire(ctx, dlock.WithTTL(ttl)))
 	took := time.Since(died)
 	if took > ttl+300*time.Millisecond {
 		t.Fatalf("permit reclaimed %v after its holder died, TTL %v", took, ttl)
@@ -141,12 +142,12 @@ func TestSemaphoreDeadHolderReclaimedWithinTTL(t *testing.T) {
 	if p.Err() == nil {
 		t.Fatal("the dead holder's lease still reports held after the permit was given away")
 	}
-	unlock(t, q)
+	leasecheck.Unlock(t, q)
 }
 
 func TestSemaphoreBadInput(t *testing.T) {
 	c, _ := newMemClient(t, nil)
-	ctx := ctxTimeout(t, 10*time.Second)
+	ctx := leasecheck.Context(t, 10*time.Second)
 	for _, n := range []int{0, -1, dlock.MaxPermits + 1} {
 		if _, err := c.Semaphore("s", n).TryAcquire(ctx); !errors.Is(err, dlock.ErrInvalidArgument) {
 			t.Fatalf("n=%d: %v, want ErrInvalidArgument", n, err)

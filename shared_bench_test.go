@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/dlockio/dlock"
+	"github.com/dlockio/dlock/internal/testkit/leasecheck"
 	"github.com/dlockio/dlock/internal/testkit/redisserver"
 	"github.com/redis/go-redis/v9"
 )
@@ -33,7 +34,7 @@ func BenchmarkSharedUncontended(b *testing.B) {
 	var trips tripCounter
 	rdb := redisserver.NewClient(b, srv.Addr())
 	rdb.AddHook(&trips)
-	c := newLockerOn(b, rdb, nil)
+	c := leasecheck.NewLockerOn(b, rdb, nil)
 	ctx := context.Background()
 	for _, bc := range []struct {
 		name string

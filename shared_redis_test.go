@@ -9,6 +9,7 @@ import (
 
 	"github.com/dlockio/dlock"
 	"github.com/dlockio/dlock/driver"
+	"github.com/dlockio/dlock/internal/testkit/leasecheck"
 	"github.com/dlockio/dlock/internal/testkit/redisserver"
 )
 
@@ -21,8 +22,8 @@ import (
 // arrived after it was queued overtakes it.
 func TestRedisRWMutexNoWriterStarvation(t *testing.T) {
 	srv := redisserver.Start(t)
-	readers, writer := newLocker(t, srv.Addr()), newLocker(t, srv.Addr())
-	ctx := ctxTimeout(t, 30*time.Second)
+	readers, writer := leasecheck.NewLocker(t, srv.Addr()), leasecheck.NewLocker(t, srv.Addr())
+	ctx := leasecheck.Context(t, 30*time.Second)
 	const name = "catalog"
 
 	stop := make(chan struct{})
@@ -111,7 +112,7 @@ func TestRedisRWMutexNoWriterStarvation(t *testing.T) {
 	if reads.Load() != before {
 		t.Fatalf("%d reads granted while the write lock was held", reads.Load()-before)
 	}
-	unlock(t, w)
+	leasecheck.Unlock(t, w)
 	close(stop)
 	wg.Wait()
 	if waited > 2*time.Second {
@@ -139,16 +140,16 @@ func TestRedisRWMutexDeadReaderReclaimed(t *testing.T) {
 	const ttl, liveTTL = 400 * time.Millisecond, 3 * time.Second
 	srv := redisserver.Start(t)
 	px := redisserver.NewProxy(t, srv.Addr())
-	dead, live, writer := newLocker(t, px.Addr()), newLocker(t, srv.Addr()), newLocker(t, srv.Addr())
+	dead, live, writer := leasecheck.NewLocker(t, px.Addr()), leasecheck.NewLocker(t, srv.Addr()), leasecheck.NewLocker(t, srv.Addr())
 	// Runs before the dead Client's Close, which then need not time out.
 	t.Cleanup(func() { px.Blackhole(false); px.CloseAll() })
-	ctx := ctxTimeout(t, 20*time.Second)
+	ctx := leasecheck.Context(t, 20*time.Second)
 	const name = "dead-reader"
 
-	rd := got(t)(dead.RWMutex(name).RLock(ctx, dlock.WithTTL(ttl)))
+	rd := leasecheck.Got(t)(dead.RWMutex(name).RLock(ctx, dlock.WithTTL(ttl)))
 	// A longer TTL for the live reader, so that a loaded machine's late
 	// renewal cannot pass for the reclaim being wrong.
-	rl := got(t)(live.RWMutex(name).RLock(ctx, dlock.WithTTL(liveTTL)))
+	rl := leasecheck.Got(t)(live.RWMutex(name).RLock(ctx, dlock.WithTTL(liveTTL)))
 	px.Blackhole(true)
 	died := time.Now()
 	for {
@@ -170,14 +171,14 @@ func TestRedisRWMutexDeadReaderReclaimed(t *testing.T) {
 	if rl.Err() != nil {
 		t.Fatalf("live reader ended with the dead one: %v", rl.Err())
 	}
-	waitDone(t, rd, ttl)
+	leasecheck.WaitDone(t, rd, ttl)
 	if !errors.Is(rd.Err(), dlock.ErrLockLost) {
 		t.Fatalf("dead reader's lease: %v, want ErrLockLost", rd.Err())
 	}
-	wch := acquired(t, func() (*dlock.Lease, error) { return writer.RWMutex(name).Lock(ctx) })
-	notYet(t, wch, "writer while a reader holds")
-	unlock(t, rl)
-	unlock(t, receive(t, wch, "writer"))
+	wch := leasecheck.Acquired(t, func() (*dlock.Lease, error) { return writer.RWMutex(name).Lock(ctx) })
+	leasecheck.NotYet(t, wch, "writer while a reader holds")
+	leasecheck.Unlock(t, rl)
+	leasecheck.Unlock(t, leasecheck.Receive(t, wch, "writer"))
 }
 
 // A dead permit holder's permit comes back within one TTL, and N+1
@@ -186,13 +187,13 @@ func TestRedisSemaphoreDeadHolderReclaimed(t *testing.T) {
 	const ttl, liveTTL = 400 * time.Millisecond, 3 * time.Second
 	srv := redisserver.Start(t)
 	px := redisserver.NewProxy(t, srv.Addr())
-	dead, live := newLocker(t, px.Addr()), newLocker(t, srv.Addr())
+	dead, live := leasecheck.NewLocker(t, px.Addr()), leasecheck.NewLocker(t, srv.Addr())
 	// Runs before the dead Client's Close, which then need not time out.
 	t.Cleanup(func() { px.Blackhole(false); px.CloseAll() })
-	ctx := ctxTimeout(t, 20*time.Second)
+	ctx := leasecheck.Context(t, 20*time.Second)
 	const name = "pool"
-	p1 := got(t)(dead.Semaphore(name, 2).Acquire(ctx, dlock.WithTTL(ttl)))
-	p2 := got(t)(live.Semaphore(name, 2).Acquire(ctx, dlock.WithTTL(liveTTL)))
+	p1 := leasecheck.Got(t)(dead.Semaphore(name, 2).Acquire(ctx, dlock.WithTTL(ttl)))
+	p2 := leasecheck.Got(t)(live.Semaphore(name, 2).Acquire(ctx, dlock.WithTTL(liveTTL)))
 	if p1.ID() == p2.ID() {
 		t.Fatalf("two permits share id %q", p1.ID())
 	}
@@ -216,8 +217,8 @@ func TestRedisSemaphoreDeadHolderReclaimed(t *testing.T) {
 		t.Fatalf("the live permit ended: %v", p2.Err())
 	}
 	t.Logf("reclaimed after %v (TTL %v)", took, ttl)
-	unlock(t, p2)
-	unlock(t, p3)
+	leasecheck.Unlock(t, p2)
+	leasecheck.Unlock(t, p3)
 	q, ok, err := live.InspectQueue(ctx, name)
 	if err != nil || ok {
 		t.Fatalf("after every release: %+v ok=%v err=%v, want nothing left", q, ok, err)
@@ -241,12 +242,12 @@ func TestRedisSemaphoreSurvivesRestart(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			const ttl = 1500 * time.Millisecond
 			srv := redisserver.Start(t, redisserver.WithArgs("--appendonly", "yes", "--appendfsync", tc.fsync))
-			a, b := newLocker(t, srv.Addr()), newLocker(t, srv.Addr())
-			ctx := ctxTimeout(t, 30*time.Second)
+			a, b := leasecheck.NewLocker(t, srv.Addr()), leasecheck.NewLocker(t, srv.Addr())
+			ctx := leasecheck.Context(t, 30*time.Second)
 			const name = "restart-pool"
 			var held []*dlock.Lease
 			for range 3 {
-				held = append(held, got(t)(a.Semaphore(name, 3).Acquire(ctx, dlock.WithTTL(ttl))))
+				held = append(held, leasecheck.Got(t)(a.Semaphore(name, 3).Acquire(ctx, dlock.WithTTL(ttl))))
 			}
 			tc.stop(srv)
 			srv.Restart()
@@ -260,9 +261,9 @@ func TestRedisSemaphoreSurvivesRestart(t *testing.T) {
 				if l.Err() != nil {
 					t.Fatalf("a permit was lost across the restart: %v", l.Err())
 				}
-				unlock(t, l)
+				leasecheck.Unlock(t, l)
 			}
-			unlock(t, got(t)(b.Semaphore(name, 3).TryAcquire(ctx)))
+			leasecheck.Unlock(t, leasecheck.Got(t)(b.Semaphore(name, 3).TryAcquire(ctx)))
 		})
 	}
 }

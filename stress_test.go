@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/dlockio/dlock"
+	"github.com/dlockio/dlock/internal/testkit/leasecheck"
 	"github.com/dlockio/dlock/internal/testkit/redisserver"
 )
 
@@ -31,7 +32,7 @@ func stressMutualExclusion(t *testing.T, opts ...dlock.LockOption) {
 		// -race still lands inside the validity window.
 		ttl = 250 * time.Millisecond
 	)
-	ctx := ctxTimeout(t, 2*time.Minute)
+	ctx := leasecheck.Context(t, 2*time.Minute)
 
 	var (
 		overlaps atomic.Int32
@@ -42,7 +43,7 @@ func stressMutualExclusion(t *testing.T, opts ...dlock.LockOption) {
 		errs     = make(chan error, workers)
 	)
 	for w := range workers {
-		c := newLocker(t, srv.Addr())
+		c := leasecheck.NewLocker(t, srv.Addr())
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

@@ -10,6 +10,7 @@ import (
 
 	"github.com/dlockio/dlock"
 	"github.com/dlockio/dlock/driver"
+	"github.com/dlockio/dlock/internal/testkit/leasecheck"
 	"github.com/dlockio/dlock/internal/testkit/redisserver"
 	"github.com/dlockio/dlock/redisdriver"
 )
@@ -39,11 +40,11 @@ func (d *slowSecondRelease) Release(ctx context.Context, reqs []driver.ReleaseRe
 // and that answer replaced the remembered nil.
 func TestConcurrentUnlocksAgree(t *testing.T) {
 	srv := redisserver.Start(t)
-	waiter := newLocker(t, srv.Addr())
-	ctx := ctxTimeout(t, 10*time.Second)
+	waiter := leasecheck.NewLocker(t, srv.Addr())
+	ctx := leasecheck.Context(t, 10*time.Second)
 	for _, opts := range [][]dlock.LockOption{nil, {dlock.WithoutFIFO()}} {
 		var slow *slowSecondRelease
-		holder := newLockerOn(t, redisserver.NewClient(t, srv.Addr()), func(d driver.Driver) driver.Driver {
+		holder := leasecheck.NewLockerOn(t, redisserver.NewClient(t, srv.Addr()), func(d driver.Driver) driver.Driver {
 			slow = &slowSecondRelease{Driver: d.(*redisdriver.Driver), hold: make(chan struct{})}
 			return slow
 		})

@@ -9,6 +9,7 @@ import (
 
 	"github.com/dlockio/dlock"
 	"github.com/dlockio/dlock/driver"
+	"github.com/dlockio/dlock/internal/testkit/leasecheck"
 	"github.com/dlockio/dlock/internal/testkit/redisserver"
 )
 
@@ -31,7 +32,7 @@ func (d *countingDriver) Acquire(ctx context.Context, req driver.AcquireRequest)
 func newCountingLocker(t *testing.T, addr string) (*dlock.Client, *countingDriver) {
 	t.Helper()
 	var cd *countingDriver
-	c := newLockerOn(t, redisserver.NewClient(t, addr), func(d driver.Driver) driver.Driver {
+	c := leasecheck.NewLockerOn(t, redisserver.NewClient(t, addr), func(d driver.Driver) driver.Driver {
 		cd = &countingDriver{Driver: d, seen: make(chan struct{}, 1024)}
 		return cd
 	})
@@ -42,9 +43,9 @@ func newCountingLocker(t *testing.T, addr string) (*dlock.Client, *countingDrive
 // fallback timer would not fire within the test's 10 s.
 func TestWaiterWokenByReleaseNotification(t *testing.T) {
 	srv := redisserver.Start(t)
-	holder := newLocker(t, srv.Addr())
+	holder := leasecheck.NewLocker(t, srv.Addr())
 	waiter, counter := newCountingLocker(t, srv.Addr())
-	ctx := ctxTimeout(t, 10*time.Second)
+	ctx := leasecheck.Context(t, 10*time.Second)
 	l, err := holder.Lock(ctx, "notify", dlock.WithTTL(30*time.Second))
 	if err != nil {
 		t.Fatal(err)
@@ -79,9 +80,9 @@ func TestWaiterWokenByReleaseNotification(t *testing.T) {
 // release, not one per waiter: only the first in line is woken.
 func TestLocalWaitersDoNotStampede(t *testing.T) {
 	srv := redisserver.Start(t)
-	holder := newLocker(t, srv.Addr())
+	holder := leasecheck.NewLocker(t, srv.Addr())
 	waiters, counter := newCountingLocker(t, srv.Addr())
-	ctx := ctxTimeout(t, 20*time.Second)
+	ctx := leasecheck.Context(t, 20*time.Second)
 	const n = 10
 	l, err := holder.Lock(ctx, "herd", dlock.WithTTL(30*time.Second))
 	if err != nil {
