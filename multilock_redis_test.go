@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -195,28 +193,4 @@ func TestLockAllClusterWaits(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("LockAll not woken by the release of job:5")
 	}
-}
-
-// commandCalls returns the server's count of calls of every command so
-// far (INFO commandstats; commands run by scripts count too).
-func commandCalls(t testing.TB, rdb *redis.Client) map[string]int {
-	t.Helper()
-	info, err := rdb.Info(context.Background(), "commandstats").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	calls := map[string]int{}
-	for _, line := range strings.Split(info, "\n") {
-		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
-		name, isCmd := strings.CutPrefix(name, "cmdstat_")
-		if !ok || !isCmd {
-			continue
-		}
-		for _, field := range strings.Split(rest, ",") {
-			if v, ok := strings.CutPrefix(field, "calls="); ok {
-				calls[name], _ = strconv.Atoi(v)
-			}
-		}
-	}
-	return calls
 }

@@ -3,6 +3,7 @@ package dlock_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -24,8 +25,6 @@ type recorder struct {
 	backend []dlock.BackendErrorEvent
 	changed chan struct{}
 }
-
-func newRecorder() *recorder { return &recorder{changed: make(chan struct{}, 1)} }
 
 func (r *recorder) add(f func()) {
 	r.mu.Lock()
@@ -63,6 +62,18 @@ func (r *recorder) await(t *testing.T, d time.Duration, what string, cond func()
 			t.Fatalf("%s: not within %v", what, d)
 		}
 	}
+}
+
+func newRecorder() *recorder { return &recorder{changed: make(chan struct{}, 1)} }
+
+func observedClient(t *testing.T, d *memdriver.Driver, o dlock.Observer) *dlock.Client {
+	t.Helper()
+	c, err := dlock.New(d, dlock.WithObserver(o), dlock.WithLogger(leasecheck.QuietLogger()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
 }
 
 // A scripted sequence on the in-memory store — acquire, contend, wait,
@@ -315,5 +326,415 @@ func TestBlockingObserverDelaysNothing(t *testing.T) {
 func TestWithObserverRefusesNil(t *testing.T) {
 	if _, err := dlock.New(memdriver.New(), dlock.WithObserver(nil)); !errors.Is(err, dlock.ErrInvalidArgument) {
 		t.Fatalf("nil observer: %v", err)
+	}
+}
+
+// A lease whose end Err noticed (its deadline passed) ends once in the
+// events, also when Close comes later, and is no longer counted in
+// Stats.Held. Before, Close gave it a second end (Lost "closed"), which
+// took the held-leases gauges of the metrics packages to -1, and Stats
+// counted it held until the renewal loop woke.
+func TestLeaseEndedByItsDeadlineEndsOnce(t *testing.T) {
+	for range 20 { // the race with the renewal loop is won by Err most times
+		o := newRecorder()
+		c := observedClient(t, memdriver.New(), o)
+		ctx := leasecheck.Context(t, 10*time.Second)
+		l, err := c.TryLock(ctx, "fixed", dlock.WithTTL(50*time.Millisecond), dlock.WithoutWatchdog())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for l.Err() == nil {
+			time.Sleep(time.Millisecond)
+		}
+		if held := c.Stats().Held; held != 0 {
+			t.Fatalf("Stats.Held %d after the only lease reported itself lost, want 0", held)
+		}
+		if err := c.Close(); err != nil {
+			t.Fatal(err)
+		}
+		o.mu.Lock()
+		lost, rel := o.lost, o.rel
+		o.mu.Unlock()
+		if len(lost) != 1 || lost[0].Reason != dlock.LostDeadline || len(rel) != 0 {
+			t.Fatalf("ends of one lease: lost %+v, releases %+v; want one Lost (deadline)", lost, rel)
+		}
+	}
+}
+
+// Leases unlocked while Close runs end once each in the events: a Release
+// with WasHeld, or a Lost (closed), never both. Before, 109 of 200 got
+// both in a typical run.
+func TestLeasesUnlockedDuringCloseEndOnce(t *testing.T) {
+	const n = 200
+	o := newRecorder()
+	c := observedClient(t, memdriver.New(), o)
+	ctx := leasecheck.Context(t, 20*time.Second)
+	leases := make([]*dlock.Lease, n)
+	for i := range leases {
+		l, err := c.TryLock(ctx, fmt.Sprintf("k%d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		leases[i] = l
+	}
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for _, l := range leases {
+		wg.Go(func() { <-start; _ = l.Unlock(ctx) })
+	}
+	close(start)
+	_ = c.Close()
+	wg.Wait()
+	ends := map[string]int{}
+	o.mu.Lock()
+	for _, e := range o.rel {
+		if e.WasHeld {
+			ends[e.Key]++
+		}
+	}
+	for _, e := range o.lost {
+		ends[e.Key]++
+	}
+	o.mu.Unlock()
+	for i := range n {
+		if k := fmt.Sprintf("k%d", i); ends[k] != 1 {
+			t.Errorf("%s ended %d times in the events, want once", k, ends[k])
+		}
+	}
+}
+
+// A fair lock handed over after a wait is held, in the events, from the
+// grant: its hold time does not count the wait. Before, it counted from
+// its waiter place's last renewal, up to TTL/3 of the wait.
+func TestFairHoldTimeStartsAtTheGrant(t *testing.T) {
+	store := memdriver.New()
+	o := newRecorder()
+	holder := observedClient(t, store, newRecorder())
+	waiter := observedClient(t, store.Connect(), o)
+	ctx := leasecheck.Context(t, 20*time.Second)
+	const ttl = 3 * time.Second
+	h, err := holder.Lock(ctx, "fair", dlock.WithTTL(ttl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan *dlock.Lease, 1)
+	go func() {
+		l, err := waiter.Lock(ctx, "fair", dlock.WithTTL(ttl))
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	o.await(t, 5*time.Second, "the waiter's wait event", func() bool { return len(o.wait) > 0 })
+	time.Sleep(700 * time.Millisecond) // a wait long enough to tell apart from the hold below
+	if err := h.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l := <-got
+	if l == nil {
+		t.FailNow()
+	}
+	granted := time.Now()
+	time.Sleep(100 * time.Millisecond)
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	heldFor := time.Since(granted)
+	o.await(t, 5*time.Second, "the release event", func() bool { return len(o.rel) > 0 })
+	o.mu.Lock()
+	rel := o.rel[0]
+	o.mu.Unlock()
+	if rel.Held < 100*time.Millisecond || rel.Held > heldFor+300*time.Millisecond {
+		t.Errorf("ReleaseEvent.Held %v, want the hold from the grant (at least 100ms, at most %v): the wait was counted",
+			rel.Held, heldFor.Round(time.Millisecond))
+	}
+}
+
+// One failed release call of a multi-lock is one store failure, in the
+// events and in Stats, as a failed renewal batch or multi-lock acquisition
+// is. Before, it counted once per lock.
+func TestGroupReleaseFailureCountsOnce(t *testing.T) {
+	d := memdriver.New()
+	o := newRecorder()
+	c := observedClient(t, d, o)
+	ctx := leasecheck.Context(t, 10*time.Second)
+	m, err := c.TryLockAll(ctx, []string{"a", "b", "c"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Only the first release call fails: a failed Unlock hands its locks
+	// to the background release, whose own failure would be a second,
+	// real store failure.
+	boom := errors.New("store down")
+	var releases atomic.Int32
+	d.SetFault(func(_ context.Context, op string) error {
+		if op == memdriver.OpRelease && releases.Add(1) == 1 {
+			return boom
+		}
+		return nil
+	})
+	if err := m.Unlock(ctx); !errors.Is(err, boom) {
+		t.Fatalf("Unlock with the store failing releases: %v", err)
+	}
+	if n := c.Stats().BackendErrors; n != 1 {
+		t.Errorf("Stats.BackendErrors %d after one failed release call, want 1", n)
+	}
+	// Close delivers every event still queued: the backend event is pushed
+	// after the release events and may come in a later batch than they do.
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	o.mu.Lock()
+	rel, backend := len(o.rel), o.backend
+	o.mu.Unlock()
+	if rel != 3 {
+		t.Errorf("%d release events, want 3", rel)
+	}
+	if len(backend) != 1 || backend[0].Op != "release" || !errors.Is(backend[0].Err, boom) {
+		t.Errorf("BackendError events %+v, want one for the release call", backend)
+	}
+}
+
+// WaitEvent.Depth counts every waiter of the Client for the key, the fair
+// and the plain (WithoutFIFO) ones together. Before, each kind counted
+// only its own.
+func TestWaitDepthCountsFairAndPlainWaiters(t *testing.T) {
+	store := memdriver.New()
+	holder := observedClient(t, store, newRecorder())
+	o := newRecorder()
+	c := observedClient(t, store.Connect(), o)
+	ctx := leasecheck.Context(t, 10*time.Second)
+	if _, err := holder.Lock(ctx, "k"); err != nil {
+		t.Fatal(err)
+	}
+	wctx, giveUp := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer giveUp()
+	for i, opts := range [][]dlock.LockOption{nil, nil, {dlock.WithoutFIFO()}} {
+		wg.Go(func() { _, _ = c.Lock(wctx, "k", opts...) })
+		o.await(t, 5*time.Second, fmt.Sprintf("waiter %d's wait event", i+1), func() bool { return len(o.wait) == i+1 })
+	}
+	o.mu.Lock()
+	last := o.wait[2]
+	o.mu.Unlock()
+	if !last.Started || last.Depth != 3 {
+		t.Errorf("the third waiter's event %+v, want Depth 3 (two fair waiters and a plain one)", last)
+	}
+}
+
+// Stats reports leases held and waiters as they are now.
+func TestStatsGauges(t *testing.T) {
+	c, err := dlock.New(memdriver.New(), dlock.WithLogger(leasecheck.QuietLogger()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	ctx := leasecheck.Context(t, 10*time.Second)
+	var leases []*dlock.Lease
+	for _, k := range []string{"x", "y", "z"} {
+		l, err := c.TryLock(ctx, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		leases = append(leases, l)
+	}
+	if s := c.Stats(); s.Held != 3 || s.Acquired != 3 || s.Waiters != 0 {
+		t.Fatalf("after three locks: %+v", s)
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { _, err := c.Lock(wctx, "x"); done <- err }()
+	deadline := time.Now().Add(5 * time.Second)
+	for c.Stats().Waiters != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the waiter never showed in Stats")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled Lock: %v", err)
+	}
+	for _, l := range leases {
+		_ = l.Unlock(ctx)
+	}
+	if s := c.Stats(); s.Held != 0 || s.Waiters != 0 || s.Released != 3 {
+		t.Fatalf("after unlocking: %+v", s)
+	}
+}
+
+// A renewal the store has not answered shows in Stats until it is.
+func TestStatsRenewalsInFlight(t *testing.T) {
+	store := memdriver.New()
+	entered, unblock := make(chan struct{}, 1), make(chan struct{})
+	store.SetFault(func(ctx context.Context, op string) error {
+		if op == memdriver.OpRenew {
+			select {
+			case entered <- struct{}{}:
+			default:
+			}
+			select {
+			case <-unblock:
+			case <-ctx.Done():
+			}
+		}
+		return nil
+	})
+	c, err := dlock.New(store, dlock.WithLogger(leasecheck.QuietLogger()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	ctx := leasecheck.Context(t, 10*time.Second)
+	l, err := c.TryLock(ctx, "k", dlock.WithTTL(300*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-entered:
+	case <-ctx.Done():
+		t.Fatal("no renewal reached the store")
+	}
+	if s := c.Stats(); s.RenewalsInFlight != 1 || s.Held != 1 {
+		t.Fatalf("with a renewal stuck in the store: %+v", s)
+	}
+	close(unblock)
+	deadline := time.Now().Add(5 * time.Second)
+	for c.Stats().RenewalsInFlight != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("renewal still in flight after it was answered: %+v", c.Stats())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err := l.Err(); err != nil {
+		t.Fatalf("lease after its renewal was answered: %v", err)
+	}
+}
+
+// A multi-lock reports each lock it takes and releases as its own
+// acquisition and release, and a failed call as one acquisition named
+// after its keys: every lease starts and ends once in the events.
+func TestObserverSeesMultiLocks(t *testing.T) {
+	o := newRecorder()
+	c, err := dlock.New(memdriver.New(), dlock.WithObserver(o), dlock.WithLogger(leasecheck.QuietLogger()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := leasecheck.Context(t, 10*time.Second)
+	m, err := c.TryLockAll(ctx, []string{"b", "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.TryLockAll(ctx, []string{"a", "c"}); !errors.Is(err, dlock.ErrNotAcquired) {
+		t.Fatalf("TryLockAll over a held lock: %v", err)
+	}
+	if s := c.Stats(); s.Held != 2 || s.Acquired != 2 {
+		t.Fatalf("Stats while held: %+v", s)
+	}
+	if err := m.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.Close()
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	acquired, busy := map[string]int{}, 0
+	for _, e := range o.acq {
+		switch e.Result {
+		case dlock.ResultAcquired:
+			acquired[e.Key]++
+		case dlock.ResultBusy:
+			busy++
+		}
+	}
+	if acquired["a"] != 1 || acquired["b"] != 1 || busy != 1 || len(o.acq) != 3 {
+		t.Errorf("acquire events %+v", o.acq)
+	}
+	released := map[string]bool{}
+	for _, e := range o.rel {
+		if e.Result == dlock.ResultReleased && e.WasHeld {
+			released[e.Key] = true
+		}
+	}
+	if len(o.rel) != 2 || !released["a"] || !released["b"] || len(o.lost) != 0 {
+		t.Errorf("release events %+v, lost %+v", o.rel, o.lost)
+	}
+	if s := c.Stats(); s.Held != 0 || s.Acquired != 2 || s.Released != 2 {
+		t.Errorf("Stats after Unlock: %+v", s)
+	}
+}
+
+// A fair lock's waiter holds a place in the store's queue while it waits:
+// that place is no lease, so it is neither held in Stats nor an event, but
+// the waiter is one of Stats' Waiters and starts and stops waiting in the
+// events, as a plain waiter does; the grant is one acquisition, its Unlock
+// one release.
+func TestObserverSeesFairLocks(t *testing.T) {
+	store := memdriver.New()
+	o1, o2 := newRecorder(), newRecorder()
+	c1, err := dlock.New(store, dlock.WithObserver(o1), dlock.WithLogger(leasecheck.QuietLogger()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c2, err := dlock.New(store.Connect(), dlock.WithObserver(o2), dlock.WithLogger(leasecheck.QuietLogger()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := leasecheck.Context(t, 10*time.Second)
+	l1, err := c1.Lock(ctx, "k", dlock.WithFIFO())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan *dlock.Lease, 1)
+	go func() {
+		l, err := c2.Lock(ctx, "k", dlock.WithFIFO(), dlock.WithTTL(300*time.Millisecond))
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	// The waiter's place is renewed like a lease (every TTL/3): wait for
+	// its first renewal, then check it is not counted as held.
+	o2.await(t, 5*time.Second, "a renewal of the waiter's place", func() bool { return len(o2.renew) > 0 })
+	if s := c2.Stats(); s.Held != 0 || s.Waiters != 1 {
+		t.Fatalf("c2 Stats while queued: %+v, want Held 0, Waiters 1", s)
+	}
+	if err := l1.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l2 := <-got
+	if l2 == nil {
+		t.FailNow()
+	}
+	if s := c2.Stats(); s.Held != 1 || s.Acquired != 1 || s.Waiters != 0 {
+		t.Fatalf("c2 Stats when granted: %+v", s)
+	}
+	if err := l2.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_ = c1.Close()
+	_ = c2.Close()
+	for name, o := range map[string]*recorder{"c1": o1, "c2": o2} {
+		o.mu.Lock()
+		if len(o.acq) != 1 || o.acq[0].Result != dlock.ResultAcquired || len(o.rel) != 1 || !o.rel[0].WasHeld || len(o.lost) != 0 {
+			t.Errorf("%s: acquire %+v release %+v lost %+v", name, o.acq, o.rel, o.lost)
+		}
+		// The queued waiter starts and stops waiting once, like a plain one.
+		wantWait := 0
+		if name == "c2" {
+			wantWait = 2
+		}
+		if len(o.wait) != wantWait {
+			t.Errorf("%s: wait events %+v, want %d", name, o.wait, wantWait)
+		} else if wantWait == 2 {
+			w0, w1 := o.wait[0], o.wait[1]
+			if !w0.Started || w0.Key != "k" || w0.Depth != 1 || w0.Waiters != 1 || w1.Started || w1.Depth != 0 || w1.Waiters != 0 {
+				t.Errorf("c2 wait events %+v, want start (depth 1) and stop (depth 0) on k", o.wait)
+			}
+		}
+		o.mu.Unlock()
+	}
+	if s := c2.Stats(); s.Held != 0 || s.Acquired != 1 || s.Released != 1 || s.Lost != 0 {
+		t.Errorf("c2 Stats at the end: %+v", s)
 	}
 }

@@ -8,24 +8,7 @@ import (
 
 	"github.com/dlockio/dlock"
 	"github.com/dlockio/dlock/internal/testkit/leasecheck"
-	"github.com/dlockio/dlock/memdriver"
 )
-
-// newMemClient returns a Client on its own handle of store (nil: a new
-// store), closed at the end of the test.
-func newMemClient(t testing.TB, store *memdriver.Driver, opts ...dlock.Option) (*dlock.Client, *memdriver.Driver) {
-	t.Helper()
-	drv := memdriver.New()
-	if store != nil {
-		drv = store.Connect()
-	}
-	c, err := dlock.New(drv, append([]dlock.Option{dlock.WithLogger(leasecheck.QuietLogger())}, opts...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	return c, drv
-}
 
 func TestRWMutexReadersShareWritersExclude(t *testing.T) {
 	c, _ := newMemClient(t, nil)
@@ -256,4 +239,33 @@ func TestRWMutexWriteSideIsClientLock(t *testing.T) {
 		t.Fatalf("write token %d not above the plain lock's %d", w.Token(), l.Token())
 	}
 	leasecheck.Unlock(t, w)
+}
+
+// A writer that waits is not overtaken by readers arriving after it, and
+// those readers enter together once it is done.
+func TestRWMutexWriterIsNotOvertaken(t *testing.T) {
+	c, _ := newMemClient(t, nil)
+	ctx := leasecheck.Context(t, 20*time.Second)
+	m := c.RWMutex("doc")
+	r1 := leasecheck.Got(t)(m.RLock(ctx))
+	wch := leasecheck.Acquired(t, func() (*dlock.Lease, error) { return m.Lock(ctx) })
+	leasecheck.WaitInQueue(t, c, "doc", 1)
+	if _, err := m.TryRLock(ctx); !errors.Is(err, dlock.ErrNotAcquired) {
+		t.Fatalf("TryRLock with a writer queued: %v, want ErrNotAcquired", err)
+	}
+	r2ch := leasecheck.Acquired(t, func() (*dlock.Lease, error) { return m.RLock(ctx) })
+	r3ch := leasecheck.Acquired(t, func() (*dlock.Lease, error) { return m.RLock(ctx) })
+	leasecheck.WaitInQueue(t, c, "doc", 3)
+	leasecheck.NotYet(t, wch, "writer behind a reader")
+	leasecheck.Unlock(t, r1)
+	w := leasecheck.Receive(t, wch, "writer")
+	leasecheck.NotYet(t, r2ch, "reader behind the writer")
+	leasecheck.NotYet(t, r3ch, "reader behind the writer")
+	leasecheck.Unlock(t, w)
+	r2, r3 := leasecheck.Receive(t, r2ch, "reader 2"), leasecheck.Receive(t, r3ch, "reader 3")
+	if r2.Token() < w.Token() || r3.Token() < w.Token() {
+		t.Fatalf("readers after write %d: tokens %d %d, want at least the write's", w.Token(), r2.Token(), r3.Token())
+	}
+	leasecheck.Unlock(t, r2)
+	leasecheck.Unlock(t, r3)
 }

@@ -1,5 +1,8 @@
 package dlock_test
 
+// The store's queue that the fair lock, RWMutex and Semaphore wait in, on a
+// real redis-server (and, where noted, on the in-memory store too).
+
 import (
 	"context"
 	"errors"
@@ -11,59 +14,6 @@ import (
 	"github.com/dlockio/dlock/internal/testkit/redisserver"
 	"github.com/dlockio/dlock/memdriver"
 )
-
-// queueClients returns two Clients of one store per driver the test runs
-// on: a real Redis server, and the in-memory driver.
-func queueClients(t *testing.T, opts ...dlock.Option) map[string][2]*dlock.Client {
-	t.Helper()
-	srv := redisserver.Start(t)
-	mem := memdriver.New()
-	newMem := func() *dlock.Client {
-		c, err := dlock.New(mem.Connect(), append([]dlock.Option{dlock.WithLogger(leasecheck.QuietLogger())}, opts...)...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = c.Close() })
-		return c
-	}
-	return map[string][2]*dlock.Client{
-		"redis": {leasecheck.NewLocker(t, srv.Addr(), opts...), leasecheck.NewLocker(t, srv.Addr(), opts...)},
-		"mem":   {newMem(), newMem()},
-	}
-}
-
-// A semaphore's N is the name's while its permits are held: a handle with
-// another N is refused, by TryAcquire and by Acquire at once, and gets in
-// with its N once the name is idle.
-func TestSemaphoreLimitIsTheNames(t *testing.T) {
-	for name, cs := range queueClients(t) {
-		t.Run(name, func(t *testing.T) {
-			ctx := leasecheck.Context(t, 10*time.Second)
-			one, many := cs[0].Semaphore("sem", 1), cs[1].Semaphore("sem", 100)
-			p, err := one.Acquire(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if l, err := many.TryAcquire(ctx); !errors.Is(err, dlock.ErrLimitMismatch) || !errors.Is(err, dlock.ErrInvalidArgument) {
-				t.Fatalf("TryAcquire with N=100 while a permit of N=1 is held: %v, %v; want ErrLimitMismatch", l, err)
-			}
-			if l, err := many.Acquire(ctx); !errors.Is(err, dlock.ErrLimitMismatch) {
-				t.Fatalf("Acquire with N=100 while a permit of N=1 is held: %v, %v; want ErrLimitMismatch", l, err)
-			}
-			if err := p.Unlock(ctx); err != nil {
-				t.Fatal(err)
-			}
-			q, err := many.Acquire(ctx)
-			if err != nil {
-				t.Fatalf("Acquire with N=100 once the name is idle: %v", err)
-			}
-			if l, err := one.TryAcquire(ctx); !errors.Is(err, dlock.ErrLimitMismatch) {
-				t.Fatalf("TryAcquire with N=1 under the new N=100: %v, %v; want ErrLimitMismatch", l, err)
-			}
-			_ = q.Unlock(ctx)
-		})
-	}
-}
 
 // A queued acquisition that finds the queue at its cap fails at once with
 // ErrQueueFull (and ErrNotAcquired, not ErrBackend), per call
@@ -126,5 +76,45 @@ func TestQueueCap(t *testing.T) {
 	}
 	if _, err := dlock.New(memdriver.New().Connect(), dlock.WithDefaultMaxWaiters(-1)); !errors.Is(err, dlock.ErrInvalidArgument) {
 		t.Errorf("WithDefaultMaxWaiters(-1): %v, want ErrInvalidArgument", err)
+	}
+}
+
+// BenchmarkSharedUncontended is one acquire+release cycle of each queued
+// primitive on a free name, next to Client.Lock, on one loopback
+// redis-server: ns/op, the server's time per cycle (redis-µs/op, from INFO
+// commandstats) and the client's round trips per cycle (trips/op; the
+// first cycle's subscription is amortised away).
+func BenchmarkSharedUncontended(b *testing.B) {
+	srv := redisserver.Start(b)
+	admin := srv.Client(b)
+	var trips tripCounter
+	rdb := redisserver.NewClient(b, srv.Addr())
+	rdb.AddHook(&trips)
+	c := leasecheck.NewLockerOn(b, rdb, nil)
+	ctx := context.Background()
+	for _, bc := range []struct {
+		name string
+		take func() (*dlock.Lease, error)
+	}{
+		{"lock", func() (*dlock.Lease, error) { return c.Lock(ctx, "bench-lock") }},
+		{"rlock", func() (*dlock.Lease, error) { return c.RWMutex("bench-rw").RLock(ctx) }},
+		{"wlock", func() (*dlock.Lease, error) { return c.RWMutex("bench-rw").Lock(ctx) }},
+		{"permit", func() (*dlock.Lease, error) { return c.Semaphore("bench-sem", 4).Acquire(ctx) }},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			before, t0 := serverUsec(b, admin), trips.n.Load()
+			for b.Loop() {
+				l, err := bc.take()
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := l.Unlock(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric((serverUsec(b, admin)-before)/float64(b.N), "redis-µs/op")
+			b.ReportMetric(float64(trips.n.Load()-t0)/float64(b.N), "trips/op")
+		})
 	}
 }
