@@ -180,22 +180,6 @@ func TestBackendDownIsTypedAndFast(t *testing.T) {
 	}
 }
 
-func TestLockCancelledReturnsContextError(t *testing.T) {
-	srv := redisserver.Start(t)
-	a, b := leasecheck.NewLocker(t, srv.Addr()), leasecheck.NewLocker(t, srv.Addr())
-	l, err := a.Lock(leasecheck.Context(t, 5*time.Second), "busy")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Unlock(context.Background())
-	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-	defer cancel()
-	_, err = b.Lock(ctx, "busy")
-	if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, dlock.ErrBackend) {
-		t.Fatalf("got %v, want DeadlineExceeded", err)
-	}
-}
-
 // Close against a real redis-server: the leases and waiters it ends, and
 // what it leaves behind when the store is slow or a call is in flight.
 
