@@ -74,6 +74,14 @@ func waitWaiters(t *testing.T, c *dl.Client, name string, n int) {
 
 // list shows readers, permits and waiters after the plain locks, in text
 // and JSON, and "no locks held" only once there is nothing at all.
+// queuedFixture holds, from the test process, a reader, a permit, a plain
+// lock and a lock with a queued writer, plus a waiting permit.
+type queuedFixture struct {
+	reader, permit, plain, fair *dl.Lease
+	host                        string
+	pid                         int
+}
+
 func TestListQueued(t *testing.T) {
 	t.Parallel()
 	_, rdb := server(t)
@@ -88,10 +96,14 @@ func TestListQueued(t *testing.T) {
 		}
 		return l
 	}
-	reader := must(c.RWMutex("jobs/catalog").RLock(ctx, dl.WithMeta("reader")))
-	permit := must(c.Semaphore("jobs/gpu", 1).Acquire(ctx, dl.WithMeta("permit")))
-	plain := must(c.Lock(ctx, "jobs/plain"))
-	fair := must(c.Lock(ctx, "jobs/fair"))
+	f := queuedFixture{
+		reader: must(c.RWMutex("jobs/catalog").RLock(ctx, dl.WithMeta("reader"))),
+		permit: must(c.Semaphore("jobs/gpu", 1).Acquire(ctx, dl.WithMeta("permit"))),
+		plain:  must(c.Lock(ctx, "jobs/plain")),
+		fair:   must(c.Lock(ctx, "jobs/fair")),
+		pid:    os.Getpid(),
+	}
+	f.host, _ = os.Hostname()
 	wctx, stopWaiters := context.WithCancel(ctx)
 	defer stopWaiters()
 	waited := make(chan error, 2)
@@ -105,22 +117,53 @@ func TestListQueued(t *testing.T) {
 	}()
 	waitWaiters(t, c, "jobs/gpu", 1)
 	waitWaiters(t, c, "jobs/fair", 1)
-	host, _ := os.Hostname()
-	pid := os.Getpid()
 
+	checkListQueuedText(t, url, f)
+	checkListQueuedJSON(t, url, f)
+
+	stopWaiters()
+	for range 2 {
+		if err := <-waited; err == nil {
+			t.Fatal("a cancelled waiter was granted")
+		}
+	}
+	// Their places are given up in the background: wait for that, or the
+	// leases released below would pass to them for a moment.
+	waitWaiters(t, c, "jobs/gpu", 0)
+	waitWaiters(t, c, "jobs/fair", 0)
+	for _, l := range []*dl.Lease{f.reader, f.permit, f.plain, f.fair} {
+		if err := l.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	code, stdout, _ := dlock(t, url, "list", "jobs/")
+	if code != 0 || stdout != "no locks held with a name starting with \"jobs/\"\n" {
+		t.Errorf("list once all left: %d %q", code, stdout)
+	}
+	code, stdout, _ = dlock(t, url, "list", "--json", "jobs/")
+	if code != 0 || strings.TrimSpace(stdout) != "[]" {
+		t.Errorf("list --json once all left: %d %q", code, stdout)
+	}
+}
+
+// checkListQueuedText checks list's text for f: both tables, and a prefix
+// with queued names only.
+func checkListQueuedText(t *testing.T, url string, f queuedFixture) {
+	t.Helper()
 	code, stdout, stderr := dlock(t, url, "list", "jobs/")
 	if code != 0 {
 		t.Fatalf("list: %d; stderr %q", code, stderr)
 	}
+	host, pid := f.host, f.pid
 	want := []string{
 		"KEY TOKEN HOST PID HELD TTL META",
-		fmt.Sprintf("jobs/fair %d %s %d", fair.Token(), host, pid),
-		fmt.Sprintf("jobs/plain %d %s %d", plain.Token(), host, pid),
+		fmt.Sprintf("jobs/fair %d %s %d", f.fair.Token(), host, pid),
+		fmt.Sprintf("jobs/plain %d %s %d", f.plain.Token(), host, pid),
 		"",
 		"QUEUED MODE ID TOKEN HOST PID TTL WAITERS META",
-		fmt.Sprintf("jobs/catalog shared %s %d %s %d", reader.ID(), reader.Token(), host, pid),
-		fmt.Sprintf("jobs/fair exclusive %s %d %s %d", fair.ID(), fair.Token(), host, pid),
-		fmt.Sprintf("jobs/gpu permit %s - %s %d", permit.ID(), host, pid),
+		fmt.Sprintf("jobs/catalog shared %s %d %s %d", f.reader.ID(), f.reader.Token(), host, pid),
+		fmt.Sprintf("jobs/fair exclusive %s %d %s %d", f.fair.ID(), f.fair.Token(), host, pid),
+		fmt.Sprintf("jobs/gpu permit %s - %s %d", f.permit.ID(), host, pid),
 	}
 	lines := strings.Split(strings.TrimSuffix(stdout, "\n"), "\n")
 	if len(lines) != len(want) {
@@ -138,8 +181,19 @@ func TestListQueued(t *testing.T) {
 			t.Errorf("list line %d = %q, want it to end with %q", i, got, tail)
 		}
 	}
+	// A prefix with queued names only: no plain table.
+	code, stdout, _ = dlock(t, url, "list", "jobs/g")
+	if lines := strings.Split(strings.TrimSpace(stdout), "\n"); code != 0 || len(lines) != 2 ||
+		!strings.HasPrefix(lines[0], "QUEUED ") || !strings.HasPrefix(lines[1], "jobs/gpu ") {
+		t.Errorf("list jobs/g: %d %q", code, stdout)
+	}
+}
 
-	code, stdout, stderr = dlock(t, url, "list", "--json", "jobs/")
+// checkListQueuedJSON checks list --json for f: one object per name, in
+// order, with its holders and waiters.
+func checkListQueuedJSON(t *testing.T, url string, f queuedFixture) {
+	t.Helper()
+	code, stdout, stderr := dlock(t, url, "list", "--json", "jobs/")
 	var entries []listEntry
 	if err := json.Unmarshal([]byte(stdout), &entries); code != 0 || err != nil {
 		t.Fatalf("list --json: %d %q %v; stderr %q", code, stdout, err, stderr)
@@ -153,6 +207,7 @@ func TestListQueued(t *testing.T) {
 	if strings.Join(keys, " ") != "jobs/catalog jobs/fair jobs/gpu jobs/plain" {
 		t.Fatalf("list --json names %v, want catalog, fair, gpu, plain in order", keys)
 	}
+	reader, permit, plain, fair, host, pid := f.reader, f.permit, f.plain, f.fair, f.host, f.pid
 	cat, fj, gpu, pl := byKey["jobs/catalog"], byKey["jobs/fair"], byKey["jobs/gpu"], byKey["jobs/plain"]
 	switch {
 	case !cat.Held || cat.Token != nil || len(cat.Holders) != 1 || len(cat.Waiters) != 0:
@@ -178,36 +233,5 @@ func TestListQueued(t *testing.T) {
 	}
 	if pl.Token == nil || *pl.Token != plain.Token() || pl.Holders != nil || pl.Waiters != nil {
 		t.Errorf("plain %+v: want the plain lock's fields only", pl)
-	}
-
-	// A prefix with queued names only: no plain table.
-	code, stdout, _ = dlock(t, url, "list", "jobs/g")
-	if lines := strings.Split(strings.TrimSpace(stdout), "\n"); code != 0 || len(lines) != 2 ||
-		!strings.HasPrefix(lines[0], "QUEUED ") || !strings.HasPrefix(lines[1], "jobs/gpu ") {
-		t.Errorf("list jobs/g: %d %q", code, stdout)
-	}
-
-	stopWaiters()
-	for range 2 {
-		if err := <-waited; err == nil {
-			t.Fatal("a cancelled waiter was granted")
-		}
-	}
-	// Their places are given up in the background: wait for that, or the
-	// leases released below would pass to them for a moment.
-	waitWaiters(t, c, "jobs/gpu", 0)
-	waitWaiters(t, c, "jobs/fair", 0)
-	for _, l := range []*dl.Lease{reader, permit, plain, fair} {
-		if err := l.Unlock(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
-	code, stdout, _ = dlock(t, url, "list", "jobs/")
-	if code != 0 || stdout != "no locks held with a name starting with \"jobs/\"\n" {
-		t.Errorf("list once all left: %d %q", code, stdout)
-	}
-	code, stdout, _ = dlock(t, url, "list", "--json", "jobs/")
-	if code != 0 || strings.TrimSpace(stdout) != "[]" {
-		t.Errorf("list --json once all left: %d %q", code, stdout)
 	}
 }
