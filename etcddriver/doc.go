@@ -13,7 +13,11 @@
 // off command lines. With a user the etcd client authenticates before Open
 // returns, so that wait is bounded (DefaultRequestTimeout, and
 // OpenContext's ctx). Errors never show the password; RedactEndpoints
-// masks it for an application's own messages.
+// masks it for an application's own messages. When no endpoint accepts
+// connections, a call fails at once with an error naming the endpoints and
+// the cause, as on Redis, instead of waiting for the request timeout; and
+// Driver.Close gives up revoking its leases after a second: what it could
+// not revoke expires with its lease.
 //
 // # Keys and exclusion
 //
@@ -44,8 +48,9 @@
 // never deletes a newer lock (etcd issue 22082 is the same-session version
 // of that bug). It also writes a small marker, kept about ten seconds on a
 // lease of its own, by which a retry after a lost reply is recognised and
-// answered AlreadyReleased. A batch of releases is one Txn of nested Txns:
-// one Raft entry, each lock decided on its own.
+// answered AlreadyReleased; a release whose marker lease cannot be granted
+// fails rather than go without one. A batch of releases is one Txn of
+// nested Txns: one Raft entry, each lock decided on its own.
 //
 // # Leases and renewal
 //

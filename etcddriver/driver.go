@@ -77,9 +77,11 @@ func WithPrefix(prefix string) Option {
 }
 
 // WithRequestTimeout bounds each request to etcd, for calls whose context
-// has no earlier deadline. The etcd client waits for a connection rather
-// than failing fast while the cluster is unreachable; this is what turns an
-// outage into an error. Default DefaultRequestTimeout.
+// has no earlier deadline: this is what turns a cluster that accepts
+// connections and does not answer into an error. Endpoints that refuse
+// connections fail a call at once on a client of ParseEndpoints'
+// configuration (Open's); another etcd client waits for a connection until
+// this timeout. Default DefaultRequestTimeout.
 func WithRequestTimeout(d time.Duration) Option {
 	return func(dr *Driver) error {
 		if d <= 0 {
@@ -192,14 +194,21 @@ func (d *Driver) nameOf(key []byte) string {
 	return strings.TrimPrefix(string(key), d.prefix+lockSpace)
 }
 
+// closeTimeout bounds Close's revocations: a process shutting down during
+// an outage should not wait for the store, and what Close could not revoke
+// expires with its lease's TTL.
+const closeTimeout = time.Second
+
 // Close implements driver.Driver. It revokes the driver's leases — which
 // deletes any lock still attached to them, so none outlives its Client by
-// a TTL — and closes the etcd client only if the driver made it (Open); a
-// client passed to New is the caller's to close.
+// a TTL — for at most a second (or the request timeout, if shorter): what
+// it could not revoke by then expires with its lease. It closes the etcd
+// client only if the driver made it (Open); a client passed to New is the
+// caller's to close.
 func (d *Driver) Close() error {
 	d.closeOnce.Do(func() {
 		d.expiry.close()
-		ctx, cancel := context.WithTimeout(context.Background(), d.timeout)
+		ctx, cancel := context.WithTimeout(context.Background(), min(closeTimeout, d.timeout))
 		defer cancel()
 		d.leases.revokeAll(ctx)
 		d.markers.revoke(ctx)

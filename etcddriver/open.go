@@ -34,11 +34,12 @@ func Open(endpoints string, opts ...dlock.Option) (*dlock.Client, error) {
 //
 // Without a user name it does not wait for a connection, like
 // database/sql.Open: an unreachable cluster shows in the first call, which
-// fails at its context's deadline or after the driver's request timeout
+// fails at once if no endpoint accepts connections (see ParseEndpoints),
+// else at its context's deadline or after the driver's request timeout
 // (DefaultRequestTimeout), whichever is first. With one, the etcd client
 // authenticates before it returns, for up to DefaultRequestTimeout or
-// until ctx ends: a failure (wrong password, no answer) matches
-// dlock.ErrBackend, and ctx's end matches ctx.Err(). Errors show the spec
+// until ctx ends: a failure (wrong password, refused connections, no
+// answer) matches dlock.ErrBackend, and ctx's end matches ctx.Err(). Errors show the spec
 // with its password masked (RedactEndpoints). Drivers with Options, or
 // clients built by the application, go through New and dlock.New instead.
 func OpenContext(ctx context.Context, endpoints string, opts ...dlock.Option) (*dlock.Client, error) {
@@ -121,7 +122,14 @@ func newClient(ctx context.Context, cfg clientv3.Config, shown string) (*clientv
 //
 // The configuration does not block on dialling (see Open). Its
 // DialTimeout, DefaultRequestTimeout, bounds only the authentication of a
-// user, which clientv3.New does before it returns.
+// user, which clientv3.New does before it returns. Its DialOptions make a
+// call fail at once when gRPC could connect to none of the endpoints,
+// with an error naming them and the last attempt's cause (a refused
+// connection, a failed TLS handshake), where the etcd client would wait
+// for a connection until the call's deadline; watches still wait. They
+// also keep the client trying to connect about every second during an
+// outage (gRPC's default waits up to two minutes between attempts). Add
+// options to DialOptions rather than replace them.
 func ParseEndpoints(s string) (clientv3.Config, error) {
 	s = strings.TrimSpace(s)
 	p := splitSpec(s)
@@ -161,6 +169,7 @@ func ParseEndpoints(s string) (clientv3.Config, error) {
 			return invalid(err.Error())
 		}
 	}
+	cfg.DialOptions = failFastDialOptions(strings.Join(cfg.Endpoints, ","))
 	return cfg, nil
 }
 

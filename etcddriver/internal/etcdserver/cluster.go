@@ -3,6 +3,7 @@ package etcdserver
 import (
 	"context"
 	"errors"
+	"net"
 	"strconv"
 	"sync"
 	"testing"
@@ -153,4 +154,43 @@ func FreeAddr(t testing.TB) string {
 		t.Fatal(err)
 	}
 	return "127.0.0.1:" + strconv.Itoa(p)
+}
+
+// SilentAddr returns a 127.0.0.1 address that accepts connections and
+// never answers on them, like a server that hangs: unlike FreeAddr's, a
+// client's calls to it end at their deadline, not at once. It closes when
+// t ends.
+func SilentAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu    sync.Mutex
+		conns []net.Conn
+	)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return // closed
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		_ = ln.Close()
+		<-done
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	})
+	return ln.Addr().String()
 }
