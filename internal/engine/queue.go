@@ -89,6 +89,16 @@ func (e *Engine) waitQueued(ctx context.Context, req driver.QueueRequest, renew 
 	if err := ctx.Err(); err != nil {
 		return nil, ctxError("lock", req.Key, err)
 	}
+	// The whole wait is one op, so Close waits for it to end: a place or a
+	// grant answered to its Enqueue after Close stopped tracking leases is
+	// then given to the releaser while it still runs. Between two ops it
+	// would be queued after the releaser's last batch and dropped, leaving
+	// the name held by nobody for a TTL (Close hands its own held lock to
+	// this very waiter).
+	if !e.beginOp() {
+		return nil, ErrClosed
+	}
+	defer e.ops.Done()
 	// The engine's grant subscription is opened by its first request that
 	// has to wait, after that request is queued (then sent again: a grant
 	// announced before the subscription was confirmed would be missed),
