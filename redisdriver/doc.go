@@ -64,6 +64,20 @@
 // at its first write). Calls that find the library missing together load
 // it once.
 //
+// # Cluster failover
+//
+// go-redis routes each Cluster slot by the layout it last loaded, and
+// loads it again on MOVED and ASK, and otherwise once a minute: the slots
+// of a master that died stay routed to it for up to a minute after its
+// replica took over, and every call on them fails. The Driver reloads the
+// layout itself when a call fails in a way that says it may be stale (a
+// refused, reset or closed connection, MOVED, CLUSTERDOWN, READONLY): one
+// reload at a time, at most five a second, while such failures go on and
+// for 20 s after the last unless a reload finds other masters first. A
+// call that failed so is sent again, once, when the reload moved its
+// slot, so a renewal or release retried within the TTL succeeds on the
+// promoted replica (docs/reliability.md has what a failover costs).
+//
 // # go-redis's own log lines
 //
 // go-redis logs some failures itself, through one logger for the whole

@@ -38,6 +38,7 @@ const (
 type Driver struct {
 	rdb        redis.UniversalClient
 	cluster    *redis.ClusterClient // non-nil in Cluster mode: batches are grouped by slot
+	layout     *layout              // non-nil in Cluster mode: reloads a stale layout (layout.go)
 	prefix     string
 	ownsClient bool // made by Open: Close closes rdb
 	closeOnce  sync.Once
@@ -107,6 +108,9 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Driver, error) {
 	d.cluster, _ = rdb.(*redis.ClusterClient)
 	if err := options.Apply(d, opts); err != nil {
 		return nil, err
+	}
+	if d.cluster != nil {
+		d.layout = newLayout(d.cluster)
 	}
 	return d, nil
 }
@@ -217,12 +221,15 @@ func (d *Driver) ForceRelease(ctx context.Context, key string) (uint64, bool, er
 	return tok, true, nil
 }
 
-// Close implements driver.Driver. It closes the redis client only if the
-// driver made it (Open); a client passed to New is the caller's to close.
+// Close implements driver.Driver. It stops the reloads of a Cluster's
+// layout, and closes the redis client only if the driver made it (Open);
+// a client passed to New is the caller's to close.
 func (d *Driver) Close() error {
-	if !d.ownsClient {
-		return nil
-	}
-	d.closeOnce.Do(func() { d.closeErr = d.rdb.Close() })
+	d.closeOnce.Do(func() {
+		d.layout.close()
+		if d.ownsClient {
+			d.closeErr = d.rdb.Close()
+		}
+	})
 	return d.closeErr
 }

@@ -26,6 +26,7 @@ func (d *Driver) Inspect(ctx context.Context, key string) (driver.LockInfo, bool
 		return nil
 	})
 	if err != nil && !errors.Is(err, redis.Nil) {
+		d.layout.noteErr(err)
 		return driver.LockInfo{}, false, err
 	}
 	if errors.Is(get.Err(), redis.Nil) || pttl.Val() == -2 {
@@ -121,6 +122,7 @@ func (d *Driver) readQueue(ctx context.Context, k string) ([]any, error) {
 		return nil
 	})
 	if err != nil && !errors.Is(err, redis.Nil) {
+		d.layout.noteErr(err)
 		return nil, err
 	}
 	var v any

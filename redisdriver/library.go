@@ -86,9 +86,21 @@ func newLibrary(scripts []*script, releases map[*script]bool) string {
 // library; the Driver then uses scripts.
 var errNoFunctions = errors.New("redisdriver: the server does not take the function library")
 
-// run runs s with keys and args: as its function if the server has
-// functions, else as a script.
+// run runs s with keys and args (runCode), and in Cluster once more when
+// it failed on a stale layout that a reload has since corrected
+// (layout.resend).
 func (d *Driver) run(ctx context.Context, s *script, keys []string, args ...any) *redis.Cmd {
+	seen := d.layout.seen()
+	cmd := d.runCode(ctx, s, keys, args...)
+	if len(keys) > 0 && d.layout.resend(ctx, seen, cmd.Err(), keys[0]) {
+		cmd = d.runCode(ctx, s, keys, args...)
+	}
+	return cmd
+}
+
+// runCode runs s with keys and args: as its function if the server has
+// functions, else as a script.
+func (d *Driver) runCode(ctx context.Context, s *script, keys []string, args ...any) *redis.Cmd {
 	loads, ok := d.useFunctions(ctx)
 	if !ok {
 		return s.run(ctx, d.rdb, keys, args...)
@@ -135,11 +147,32 @@ func (d *Driver) useFunctions(ctx context.Context) (uint64, bool) {
 	return loads, true
 }
 
-// runCalls sends calls in one pipeline, as run does one call (and a second
-// pipeline for the calls that found the library missing, a third for those
-// that must go as scripts). It returns the first error of a call's reply.
-// Replies are left in the calls.
+// runCalls sends calls in one pipeline (sendCalls), and in Cluster those
+// that failed on a stale layout once more, as run does. It returns the
+// first error of a call's reply. Replies are left in the calls.
 func (d *Driver) runCalls(ctx context.Context, calls []*call) error {
+	seen := d.layout.seen()
+	err := d.sendCalls(ctx, calls)
+	if err == nil {
+		return nil
+	}
+	if again := d.layout.resendAll(ctx, seen, calls); len(again) > 0 {
+		_ = d.sendCalls(ctx, again) // errors are in the replies
+		for _, cl := range calls {
+			if e := cl.reply.Err(); e != nil {
+				return e
+			}
+		}
+		return nil
+	}
+	return err
+}
+
+// sendCalls sends calls in one pipeline, as runCode does one call (and a
+// second pipeline for the calls that found the library missing, a third
+// for those that must go as scripts). It returns the first error of a
+// call's reply. Replies are left in the calls.
+func (d *Driver) sendCalls(ctx context.Context, calls []*call) error {
 	loads, ok := d.useFunctions(ctx)
 	if !ok {
 		return runCalls(ctx, d.rdb.Pipeline(), calls)

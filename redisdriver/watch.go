@@ -284,7 +284,10 @@ func (w *watcher) read(ps *redis.PubSub) {
 			}
 			// go-redis has reconnected, or will at the next receive, and
 			// subscribed every channel again; barrier PINGs on the lost
-			// connection will never be answered.
+			// connection will never be answered. In Cluster it reconnects
+			// to the master of the first channel's slot, as its layout has
+			// it: a stale one names a dead node until reloaded.
+			w.d.layout.noteErr(err)
 			quiet = 0
 			w.setBroken()
 			if failures++; failures > 1 {
