@@ -189,3 +189,32 @@ func TestEtcdReadersDoNotOvertakeAWaitingRun(t *testing.T) {
 		t.Errorf("a reader arriving after the waiting plain run, with -n: exit %d, %q; want 75, refused for the queued writer", code, out)
 	}
 }
+
+// An endpoint that cannot be parsed is a usage error (64); one that
+// refuses connections is an unavailable store (69), at once, named with
+// the cause, also with a user, whose authentication happens as the
+// client opens (that exited 64, as if the spec were wrong, after 5 s).
+func TestEtcdEndpointErrors(t *testing.T) {
+	refused := freeAddr(t)
+	for _, c := range []struct {
+		spec string
+		code int
+		want string
+	}{
+		{"127.0.0.1:notaport", 64, "not host:port"},
+		{refused, 69, refused + ": connect: connection refused"},
+		{"etcd://dl:SECRETPW@" + refused, 69, refused + ": connect: connection refused"},
+	} {
+		start := time.Now()
+		out, code := dlockCmd([]string{"DLOCK_REDIS="}, "status", "--etcd", c.spec, "k")
+		took := time.Since(start)
+		t.Logf("status --etcd %s: exit %d after %v: %s", c.spec, code, took.Round(time.Millisecond), strings.TrimSpace(out))
+		if code != c.code || !strings.Contains(out, c.want) || strings.Contains(out, "SECRETPW") {
+			t.Errorf("status --etcd %s: exit %d, %q; want %d and %q, without the password", c.spec, code, out, c.code, c.want)
+		}
+		// Generous for a loaded machine; the request timeout is 5 s.
+		if took > 3*time.Second {
+			t.Errorf("status --etcd %s took %v, want far less than the 5 s request timeout", c.spec, took)
+		}
+	}
+}

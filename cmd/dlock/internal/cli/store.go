@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
@@ -118,8 +119,9 @@ func (s *invocation) chosenStore() (*store, error) {
 }
 
 // openClient returns a Client on the chosen store; closing it closes its
-// connections. Opening makes no round trip, so its errors are usage errors
-// (a bad URL or option).
+// connections. Its errors are usage errors (a bad URL, endpoint or
+// option), but for a store that could not be reached: etcd with a user
+// authenticates as it opens, and that failure matches ErrBackend.
 func (s *invocation) openClient(opts ...dlock.Option) (*dlock.Client, error) {
 	st, err := s.chosenStore()
 	if err != nil {
@@ -130,7 +132,10 @@ func (s *invocation) openClient(opts ...dlock.Option) (*dlock.Client, error) {
 		return nil, err
 	}
 	c, err := st.backend.Open(spec, opts...)
-	if err != nil {
+	switch {
+	case errors.Is(err, dlock.ErrBackend):
+		return nil, err // exitCode: ExitUnavailable
+	case err != nil:
 		return nil, &exitError{code: ExitUsage, err: err}
 	}
 	return c, nil
