@@ -225,7 +225,7 @@ func (p specParts) endpoints(cfg *clientv3.Config, quote func(string) string) (u
 			hostport = strings.TrimSuffix(rest, "/")
 		}
 		if !wellFormedHostPort(hostport) {
-			return false, fmt.Errorf("endpoint%s is not host:port", quote(ep))
+			return false, fmt.Errorf("endpoint%s is not host:port (an IP address or a DNS name, and a port from 1 to 65535)", quote(ep))
 		}
 		cfg.Endpoints = append(cfg.Endpoints, hostport)
 	}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -32,6 +33,7 @@ func TestParseEndpoints(t *testing.T) {
 		{in: "etcd://root:p%40ss@h1:2379", endpoints: []string{"h1:2379"}, user: "root", password: "p@ss"},
 		{in: "etcds://h1:2379", endpoints: []string{"h1:2379"}, tls: true},
 		{in: "[::1]:2379", endpoints: []string{"[::1]:2379"}},
+		{in: "[fe80::1%eth0]:2379,h_1.example.:2379", endpoints: []string{"[fe80::1%eth0]:2379", "h_1.example.:2379"}},
 	} {
 		cfg, err := ParseEndpoints(c.in)
 		if err != nil {
@@ -52,6 +54,28 @@ func TestParseEndpoints(t *testing.T) {
 	}
 	if _, err := Open("nonsense"); !errors.Is(err, driver.ErrInvalid) {
 		t.Errorf("Open(nonsense) = %v, want ErrInvalid", err)
+	}
+}
+
+// An endpoint that cannot be dialled as written is ErrInvalidArgument at
+// Open, naming it, rather than a client whose every call fails: a port
+// that is not a number from 1 to 65535, a host that is neither an IP
+// address nor a DNS name. Before, the hosts below were taken, and every
+// call failed with "no such host".
+func TestOpenRefusesUnparsableEndpoints(t *testing.T) {
+	for _, bad := range []string{
+		"127.0.0.1:notaport", "127.0.0.1:0", "127.0.0.1:65536", "127.0.0.1:2379:1", "127.0.0.1:2379/x",
+		"host name:2379", "127.0.0.1 :2379", "ho$t:2379", "h\x00:2379", "-h:2379", "h-:2379", "h..x:2379",
+		"999.0.0.1:2379", "[h]:2379", "\u00e4.example:2379", "http://h1:2379,ho$t:2379",
+	} {
+		bad, _ = strconv.Unquote(`"` + bad + `"`)
+		c, err := Open(bad)
+		if !errors.Is(err, dlock.ErrInvalidArgument) || !strings.Contains(err.Error(), "not host:port") {
+			t.Errorf("Open(%q) = %v, want ErrInvalidArgument, not host:port", bad, err)
+		}
+		if c != nil {
+			_ = c.Close()
+		}
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"net"
+	"net/netip"
 	"net/url"
 	"os"
 	"strconv"
@@ -108,15 +109,51 @@ func wellFormedHosts(hosts string) bool {
 	return true
 }
 
-// wellFormedHostPort reports whether hp is host:port with a non-empty
-// host and a port number.
+// wellFormedHostPort reports whether hp is host:port with a port from 1
+// to 65535 and a host that can be dialled: an IP address (in brackets for
+// IPv6, a zone allowed) or a DNS name. Another host (with a space, a '$',
+// a control byte) would fail only when dialled, on every call, as "no such
+// host".
 func wellFormedHostPort(hp string) bool {
 	host, port, err := net.SplitHostPort(hp)
-	if err != nil || host == "" || strings.ContainsAny(host, "@/?#") {
+	if err != nil {
 		return false
 	}
-	n, err := strconv.ParseUint(port, 10, 16)
-	return err == nil && n > 0
+	if n, err := strconv.ParseUint(port, 10, 16); err != nil || n == 0 {
+		return false
+	}
+	if _, err := netip.ParseAddr(host); err == nil {
+		return true
+	}
+	return !strings.HasPrefix(hp, "[") && dnsName(host)
+}
+
+// dnsName reports whether host is a DNS name: dot-separated labels of
+// ASCII letters, digits, '-' (not first or last) and '_' (which some
+// internal names use), 1 to 63 bytes each, 253 in all, with an optional
+// trailing dot. The last label is not all digits: that is an IP address
+// gone wrong (999.0.0.1), not a name.
+func dnsName(host string) bool {
+	host = strings.TrimSuffix(host, ".")
+	if host == "" || len(host) > 253 {
+		return false
+	}
+	numeric := false
+	for label := range strings.SplitSeq(host, ".") {
+		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return false
+		}
+		numeric = true
+		for i := 0; i < len(label); i++ {
+			c := label[i]
+			isDigit := '0' <= c && c <= '9'
+			if !isDigit && !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || c == '-' || c == '_') {
+				return false
+			}
+			numeric = numeric && isDigit
+		}
+	}
+	return !numeric
 }
 
 // maskUserinfo returns user:xxxxx for user:password, userinfo unchanged
