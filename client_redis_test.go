@@ -593,6 +593,7 @@ func stressMutualExclusion(t *testing.T, opts ...dlock.LockOption) {
 
 	var (
 		overlaps atomic.Int32
+		losses   atomic.Int32 // leases that ended at their deadline while working
 		mu       sync.Mutex
 		inside   = map[*dlock.Lease]bool{} // guarded by mu
 		entries  []uint64                  // tokens in the order holders got inside
@@ -625,15 +626,25 @@ func stressMutualExclusion(t *testing.T, opts ...dlock.LockOption) {
 				mu.Unlock()
 				// A third of the sections last longer than the TTL.
 				work := time.Duration(rng.IntN(int(2 * ttl)))
+				lost := false
 				select {
 				case <-time.After(work):
 				case <-l.Done():
-					errs <- l.Err()
+					// A process starved of CPU is a paused one: its lease
+					// may end before its renewal gets to run. That is the
+					// lease doing its job, not a failure; what must hold
+					// is that no one else got in while it said held.
+					lost = errors.Is(l.Err(), dlock.ErrLockLost)
+					if !lost {
+						errs <- l.Err()
+						return
+					}
+					losses.Add(1)
 				}
 				mu.Lock()
 				delete(inside, l)
 				mu.Unlock()
-				if err := l.Unlock(context.Background()); err != nil {
+				if err := l.Unlock(context.Background()); err != nil && !(lost && errors.Is(err, dlock.ErrNotHeld)) {
 					errs <- err
 					return
 				}
@@ -650,6 +661,9 @@ func stressMutualExclusion(t *testing.T, opts ...dlock.LockOption) {
 	}
 	if len(entries) != workers*rounds {
 		t.Fatalf("%d entries, want %d", len(entries), workers*rounds)
+	}
+	if n := losses.Load(); n > 0 {
+		t.Logf("%d of %d leases ended at their deadline while their holder worked (a starved machine)", n, len(entries))
 	}
 	for i := 1; i < len(entries); i++ {
 		if entries[i] <= entries[i-1] {
