@@ -64,7 +64,7 @@
 // at its first write). Calls that find the library missing together load
 // it once.
 //
-// # Cluster failover
+// # Cluster failover and slot migration
 //
 // go-redis routes each Cluster slot by the layout it last loaded, and
 // loads it again on MOVED and ASK, and otherwise once a minute: the slots
@@ -77,6 +77,17 @@
 // call that failed so is sent again, once, when the reload moved its
 // slot, so a renewal or release retried within the TTL succeeds on the
 // promoted replica (docs/reliability.md has what a failover costs).
+//
+// While a slot is being migrated, a node refuses a call whose keys are
+// not all on it (TRYAGAIN), or sends it to the importing node (ASK), before
+// the call runs. go-redis gives up after about 50 ms; the Driver tries such
+// a call again, 10 ms apart doubling to 200 ms, within the caller's ctx and
+// for at most 5 s, so a release or renewal is done once the slot's keys
+// have moved. The scripts name only some of the keys they touch (the rest
+// derive from the lock key, and a release record's from the value it
+// keeps), so a script that passed that check can still meet a key that
+// has moved: it fails with "Script attempted to access a non local key",
+// and the call is not sent again, as it may have written before.
 //
 // # go-redis's own log lines
 //

@@ -86,13 +86,18 @@ func newLibrary(scripts []*script, releases map[*script]bool) string {
 // library; the Driver then uses scripts.
 var errNoFunctions = errors.New("redisdriver: the server does not take the function library")
 
-// run runs s with keys and args (runCode), and in Cluster once more when
-// it failed on a stale layout that a reload has since corrected
-// (layout.resend).
+// run runs s with keys and args (runCode); in Cluster once more when it
+// failed on a stale layout that a reload has since corrected
+// (layout.resend), and again while a slot migration refuses it
+// (migrationRetry).
 func (d *Driver) run(ctx context.Context, s *script, keys []string, args ...any) *redis.Cmd {
 	seen := d.layout.seen()
 	cmd := d.runCode(ctx, s, keys, args...)
 	if len(keys) > 0 && d.layout.resend(ctx, seen, cmd.Err(), keys[0]) {
+		cmd = d.runCode(ctx, s, keys, args...)
+	}
+	var m migrationRetry
+	for m.again(ctx, cmd.Err()) {
 		cmd = d.runCode(ctx, s, keys, args...)
 	}
 	return cmd
@@ -147,9 +152,10 @@ func (d *Driver) useFunctions(ctx context.Context) (uint64, bool) {
 	return loads, true
 }
 
-// runCalls sends calls in one pipeline (sendCalls), and in Cluster those
-// that failed on a stale layout once more, as run does. It returns the
-// first error of a call's reply. Replies are left in the calls.
+// runCalls sends calls in one pipeline (sendCalls), and in Cluster sends
+// again those that failed on a stale layout or were refused by a slot
+// migration, as run does. It returns the first error of a call's reply.
+// Replies are left in the calls.
 func (d *Driver) runCalls(ctx context.Context, calls []*call) error {
 	seen := d.layout.seen()
 	err := d.sendCalls(ctx, calls)
@@ -158,14 +164,26 @@ func (d *Driver) runCalls(ctx context.Context, calls []*call) error {
 	}
 	if again := d.layout.resendAll(ctx, seen, calls); len(again) > 0 {
 		_ = d.sendCalls(ctx, again) // errors are in the replies
+	}
+	var m migrationRetry
+	for {
+		var again []*call
 		for _, cl := range calls {
-			if e := cl.reply.Err(); e != nil {
-				return e
+			if migrating(cl.reply.Err()) {
+				again = append(again, cl)
 			}
 		}
-		return nil
+		if len(again) == 0 || !m.again(ctx, again[0].reply.Err()) {
+			break
+		}
+		_ = d.sendCalls(ctx, again)
 	}
-	return err
+	for _, cl := range calls {
+		if e := cl.reply.Err(); e != nil {
+			return e
+		}
+	}
+	return nil
 }
 
 // sendCalls sends calls in one pipeline, as runCode does one call (and a
