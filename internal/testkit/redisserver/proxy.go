@@ -27,6 +27,7 @@ type Proxy struct {
 
 	latency   atomic.Int64 // time.Duration added to server→client data
 	blackhole atomic.Bool
+	refuse    atomic.Bool
 
 	mu     sync.Mutex
 	closed bool
@@ -73,6 +74,12 @@ func (p *Proxy) SetLatency(d time.Duration) { p.latency.Store(int64(max(d, 0))) 
 // bytes leave the protocol stream corrupted, so call CloseAll after turning
 // it off.
 func (p *Proxy) Blackhole(on bool) { p.blackhole.Store(on) }
+
+// Refuse switches refusal on or off. While it is on, every new connection
+// is reset as soon as it is accepted, as by a server that is down, and
+// current connections are left alone (CloseAll ends them). Clients that
+// reconnect meanwhile fail, and get through once it is off.
+func (p *Proxy) Refuse(on bool) { p.refuse.Store(on) }
 
 // CloseAll resets all current connections (SO_LINGER 0, so peers see a
 // reset); clients get errors and must reconnect. The proxy keeps accepting.
@@ -130,6 +137,13 @@ func (p *Proxy) acceptLoop() {
 		client, err := p.ln.Accept()
 		if err != nil {
 			return // listener closed (or broken): stop accepting
+		}
+		if p.refuse.Load() {
+			if tc, ok := client.(*net.TCPConn); ok {
+				_ = tc.SetLinger(0) // a reset, not an orderly close
+			}
+			_ = client.Close()
+			continue
 		}
 		if !p.goTracked(func() { p.serve(client) }) {
 			_ = client.Close()

@@ -189,3 +189,27 @@ func TestProxyCloseStopsEverything(t *testing.T) {
 		t.Fatal("dial succeeded after Close")
 	}
 }
+
+// While Refuse is on, a new connection through the proxy fails and the
+// connections open before stay up; once it is off, new ones get through.
+func TestProxyRefuse(t *testing.T) {
+	verifyNoLeaks(t)
+	srv := Start(t)
+	p := NewProxy(t, srv.Addr())
+	before := NewClient(t, p.Addr())
+	ctx := t.Context()
+	if err := before.Ping(ctx).Err(); err != nil {
+		t.Fatalf("PING through proxy: %v", err)
+	}
+	p.Refuse(true)
+	if _, err := command(p.Addr(), time.Second, "PING"); err == nil {
+		t.Fatal("PING on a new connection while refusing: no error")
+	}
+	if err := before.Ping(ctx).Err(); err != nil {
+		t.Fatalf("PING on a connection made before the refusal: %v", err)
+	}
+	p.Refuse(false)
+	if got, err := command(p.Addr(), time.Second, "PING"); err != nil || got != "PONG" {
+		t.Fatalf("PING on a new connection after the refusal: %q, %v", got, err)
+	}
+}
