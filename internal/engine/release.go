@@ -15,6 +15,13 @@ const (
 	// closeDrainTimeout bounds how long Close spends releasing what is
 	// left, however many leases and however slow the store.
 	closeDrainTimeout = 5 * time.Second
+	// closeCallTimeout bounds one release call at Close: a store that has
+	// not answered a batch within it is taken to be out, and Close gives
+	// up on the rest at once rather than spend closeDrainTimeout on it (a
+	// service shutting down during an outage must not hang; what is not
+	// released expires with its TTL). A live store answers a batch of
+	// MaxBatch in milliseconds.
+	closeCallTimeout = time.Second
 	// maxQueuedReleases bounds the queue during an outage: a release is an
 	// optimisation (the lock expires anyway), so beyond it the oldest are
 	// dropped — they are the closest to expiring.
@@ -84,8 +91,9 @@ func (r *releaser) pending() int {
 	return len(r.queue)
 }
 
-// close sends what is queued, for at most closeDrainTimeout in all, and
-// stops the goroutine.
+// close sends what is queued, for at most closeDrainTimeout in all and
+// until a call fails or goes unanswered for closeCallTimeout, and stops the
+// goroutine.
 func (r *releaser) close() {
 	r.mu.Lock()
 	r.closing = true
@@ -120,9 +128,9 @@ func (r *releaser) loop() {
 		}
 		timeout := releaseTimeout
 		if closing {
-			timeout = min(timeout, drainBy.Sub(r.e.now()))
+			timeout = min(closeCallTimeout, drainBy.Sub(r.e.now()))
 			if timeout <= 0 {
-				r.e.log.warn("dlock: close: gave up releasing; those locks expire with their TTL", "left", len(batch)+r.pending())
+				r.giveUp(len(batch))
 				return
 			}
 		}
@@ -133,6 +141,17 @@ func (r *releaser) loop() {
 		if err != nil {
 			r.e.backendError("background release", batch[0].Kind, "", err)
 			r.e.log.debug("dlock: best-effort release failed; the locks expire with their TTL", "locks", len(batch), "err", err)
+			if closing {
+				r.giveUp(0)
+				return
+			}
 		}
+	}
+}
+
+// giveUp ends Close's drain with left plus what is still queued unsent.
+func (r *releaser) giveUp(left int) {
+	if left += r.pending(); left > 0 {
+		r.e.log.warn("dlock: close: gave up releasing; those locks expire with their TTL", "left", left)
 	}
 }
