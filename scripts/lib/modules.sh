@@ -220,14 +220,20 @@ fetch_modules_from() {
   export GOFLAGS="${GOFLAGS:-} -modcacherw"
 }
 
-# check_workspace checks that the committed go.work uses every module of
-# the repository and replaces each version that the modules require of
-# each other with the module's directory (see go.work's comment), and
-# says what is missing. A module left out would build from the committed
-# go.work with its siblings fetched, or not at all.
+# check_workspace checks that no go.mod has a replace directive (a
+# published one would not work for its users, and scripts/release refuses
+# it), that the committed go.work uses every module of the repository, and
+# that it replaces each version that the modules require of each other
+# with the module's directory (see go.work's comment); it says what is
+# wrong. A module left out would build from the committed go.work with its
+# siblings fetched, or not at all.
 check_workspace() {
   local status=0 dir rel path version
   for dir in $(repo_modules); do
+    if grep -qE '^[[:space:]]*replace([[:space:]]|\()' "$dir/go.mod"; then
+      echo "$dir/go.mod has a replace directive: take the sibling from the workspace instead (RELEASING.md)" >&2
+      status=1
+    fi
     if [ "$dir" = . ]; then rel=./; else rel=./$dir; fi
     if ! awk -v d="${rel%/}" '
       $1 == "use" && $2 == "(" { block = 1; next }
