@@ -480,7 +480,9 @@ func TestRedisFairHandoffUnderLatency(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	leasecheck.Unlock(t, warm)
-	for i := range 11 {
+	// handOff hands the lock to the lagged waiter at phase i of its
+	// place's renewal cycle and reports whether the lease outlived two TTLs.
+	handOff := func(i int) error {
 		l, err := holder.Lock(ctx, "lagged")
 		if err != nil {
 			t.Fatal(err)
@@ -492,12 +494,33 @@ func TestRedisFairHandoffUnderLatency(t *testing.T) {
 		time.Sleep(time.Duration(i) * ttl / 30) // the phase of the place's renewals
 		leasecheck.Unlock(t, l)
 		got := leasecheck.Receive(t, ch, "the lagged waiter")
+		defer leasecheck.Unlock(t, got)
 		select {
 		case <-got.Done():
-			t.Errorf("round %d: the handed-off lease was lost within two TTLs: %v", i, context.Cause(got.Context()))
+			return context.Cause(got.Context())
 		case <-time.After(2 * ttl):
+			return nil
 		}
-		leasecheck.Unlock(t, got)
+	}
+	// The fault this catches depends on the phase, not on chance: a phase
+	// at which the lease is taken over with too little time left loses it
+	// at every hand-off. A process starved of CPU (a loaded machine under -race) may lose one
+	// at any phase, as a paused one would: a phase fails only when three
+	// hand-offs in a row at it lost their leases.
+	for i := range 11 {
+		var lost []error
+		for len(lost) < 3 {
+			err := handOff(i)
+			if err == nil {
+				break
+			}
+			lost = append(lost, err)
+		}
+		if len(lost) == 3 {
+			t.Errorf("phase %d: the handed-off lease was lost within two TTLs three times in a row: %v", i, lost)
+		} else if len(lost) > 0 {
+			t.Logf("phase %d: %d hand-off(s) lost before one held (a starved machine): %v", i, len(lost), lost)
+		}
 	}
 }
 
