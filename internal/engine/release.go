@@ -40,7 +40,8 @@ type releaser struct {
 	queue     []driver.ReleaseRequest
 	dropped   int
 	unbounded bool // Close has queued its leases: drop nothing from now on
-	closing   bool
+	draining  bool // Close has begun: a failed or unanswered call ends the drain
+	closing   bool // Close waits for the queue to empty
 	drainBy   time.Time
 
 	kick chan struct{}
@@ -72,9 +73,20 @@ func (r *releaser) add(req driver.ReleaseRequest) {
 func (r *releaser) addAll(reqs []driver.ReleaseRequest) {
 	r.mu.Lock()
 	r.unbounded = true
+	r.startDrain()
 	r.queue = append(r.queue, reqs...)
 	r.mu.Unlock()
 	r.signal()
+}
+
+// startDrain starts Close's drain, once: from now on a call is bounded by
+// closeCallTimeout and the drain by closeDrainTimeout. Called with r.mu
+// held.
+func (r *releaser) startDrain() {
+	if !r.draining {
+		r.draining = true
+		r.drainBy = r.e.now().Add(closeDrainTimeout)
+	}
 }
 
 func (r *releaser) signal() {
@@ -97,7 +109,7 @@ func (r *releaser) pending() int {
 func (r *releaser) close() {
 	r.mu.Lock()
 	r.closing = true
-	r.drainBy = r.e.now().Add(closeDrainTimeout)
+	r.startDrain()
 	r.mu.Unlock()
 	r.signal()
 	<-r.done
@@ -113,7 +125,7 @@ func (r *releaser) loop() {
 		if len(r.queue) == 0 {
 			r.queue = nil // let a drained burst's backing array go
 		}
-		closing, drainBy, dropped := r.closing, r.drainBy, r.dropped
+		closing, draining, drainBy, dropped := r.closing, r.draining, r.drainBy, r.dropped
 		r.dropped = 0
 		r.mu.Unlock()
 		if dropped > 0 {
@@ -127,7 +139,7 @@ func (r *releaser) loop() {
 			continue
 		}
 		timeout := releaseTimeout
-		if closing {
+		if draining {
 			timeout = min(closeCallTimeout, drainBy.Sub(r.e.now()))
 			if timeout <= 0 {
 				r.giveUp(len(batch))
@@ -141,7 +153,7 @@ func (r *releaser) loop() {
 		if err != nil {
 			r.e.backendError("background release", batch[0].Kind, "", err)
 			r.e.log.debug("dlock: best-effort release failed; the locks expire with their TTL", "locks", len(batch), "err", err)
-			if closing {
+			if draining {
 				r.giveUp(0)
 				return
 			}
