@@ -30,10 +30,11 @@ const failoverTTL = 10 * time.Second
 
 // After kill -9 of a Cluster master whose replica has its writes, and the
 // replica's promotion: a lock on the master's slots can be taken again
-// within failoverBound of the promotion, and the lease held across the
-// failover is renewed on the new master, still valid, and released. Both
-// through a client made by Open, and through a ClusterClient with
-// go-redis's defaults handed to New.
+// within failoverBound of the promotion, the lease held across the
+// failover is renewed on the new master, still valid, and released, and
+// the two waiters queued for it behind take it in turn. Both through
+// clients made by Open, and through ClusterClients with go-redis's
+// defaults handed to New.
 func TestClusterFailover(t *testing.T) {
 	discard := dlock.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))
 	clients := []struct {
@@ -55,18 +56,25 @@ func TestClusterFailover(t *testing.T) {
 	for _, tc := range clients {
 		t.Run(tc.name, func(t *testing.T) {
 			cl := redisserver.StartReplicatedCluster(t, 3, time.Second)
-			testFailover(t, cl, tc.open(t, cl.Addrs()))
+			testFailover(t, cl, tc.open(t, cl.Addrs()), tc.open(t, cl.Addrs()))
 		})
 	}
 }
 
-func testFailover(t *testing.T, cl *redisserver.ReplicatedCluster, c *dlock.Client) {
+// testFailover runs the failover with c, which holds the lease, and w,
+// whose two waiters queue for it.
+func testFailover(t *testing.T, cl *redisserver.ReplicatedCluster, c, w *dlock.Client) {
 	ctx := ctxTimeout(t, 2*time.Minute)
 	const held = "failover:held"
 	shard := cl.Shard(t, lockKey(held))
 	other := nameOnShard(t, cl, shard, "failover:other:")
 
 	l := got(t)(c.TryLock(ctx, held, dlock.WithTTL(failoverTTL)))
+	var waiters []<-chan *dlock.Lease
+	for n := range 2 {
+		waiters = append(waiters, acquired(t, func() (*dlock.Lease, error) { return w.Lock(ctx, held) }))
+		waitInQueue(t, c, held, n+1)
+	}
 	cl.WaitReplicated(t, shard)
 	old := cl.Masters[shard].Client(t)
 	before, err := old.PExpireTime(ctx, lockKey(held)).Result()
@@ -124,7 +132,21 @@ func testFailover(t *testing.T, cl *redisserver.ReplicatedCluster, c *dlock.Clie
 	if err := l.Err(); err != nil {
 		t.Fatalf("lease lost across the failover: %v", err)
 	}
-	unlock(t, l)
+
+	// (c) The queued waiters kept their places, and take the lock in turn
+	// as it is released.
+	prev := l
+	for n, ch := range waiters {
+		unlock(t, prev)
+		released := time.Now()
+		next := receive(t, ch, fmt.Sprintf("waiter %d", n+1))
+		t.Logf("waiter %d has the lock %v after the release", n+1, time.Since(released).Round(time.Millisecond))
+		if next.Token() <= prev.Token() {
+			t.Errorf("waiter %d: token %d not above %d", n+1, next.Token(), prev.Token())
+		}
+		prev = next
+	}
+	unlock(t, prev)
 	if isHeld(t, promotedClient, held) {
 		t.Fatal("released lock still in the store")
 	}

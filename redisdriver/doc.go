@@ -78,6 +78,12 @@
 // slot, so a renewal or release retried within the TTL succeeds on the
 // promoted replica (docs/reliability.md has what a failover costs).
 //
+// Releases and grants are announced on pub/sub, which drops what is
+// published while a Client's connection is down (a dead master may have
+// held it). Once the connection is back and every channel confirmed again,
+// the Driver wakes every waiter it was subscribed for, plain and queued,
+// and each asks the store, which has the answer.
+//
 // While a slot is being migrated, a node refuses a call whose keys are
 // not all on it (TRYAGAIN), or sends it to the importing node (ASK), before
 // the call runs. go-redis gives up after about 50 ms; the Driver tries such

@@ -50,6 +50,7 @@ type Driver struct {
 	noFunctions atomic.Bool
 	loading     chan struct{} // held by the one load of the library under way (library.go)
 	loads       atomic.Uint64 // loads of the library done
+	waiters     queuedWaiters // woken when their grants' subscription is back (waiters.go)
 }
 
 var (

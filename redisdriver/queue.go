@@ -36,7 +36,9 @@ func (d *Driver) Enqueue(ctx context.Context, req driver.QueueRequest) (driver.Q
 		return driver.QueueResult{}, err
 	}
 	cl := d.enqueueCall(req)
-	return enqueueAnswer(req, d.run(ctx, cl.s, cl.keys, cl.args...))
+	res, err := enqueueAnswer(req, d.run(ctx, cl.s, cl.keys, cl.args...))
+	d.waiters.answered(req, res, err)
+	return res, err
 }
 
 // EnqueueBatch implements driver.QueueBatcher: one enqueue.lua call per
@@ -60,6 +62,7 @@ func (d *Driver) EnqueueBatch(ctx context.Context, reqs []driver.QueueRequest) (
 	for j, cl := range calls {
 		i := of[j]
 		results[i], errs[i] = enqueueAnswer(reqs[i], cl.reply)
+		d.waiters.answered(reqs[i], results[i], errs[i])
 	}
 	return results, errs
 }
@@ -157,7 +160,10 @@ func leaseTag(k driver.Kind) string {
 }
 
 // WatchGrants implements driver.Queuer: a pub/sub subscription to the
-// inbox's channel, confirmed as release subscriptions are (watch.go).
+// inbox's channel, confirmed as release subscriptions are (watch.go). When
+// it is subscribed again after a lost connection, every waiter the Driver
+// queued with the inbox is woken (queuedWaiters): a grant announced
+// meanwhile was lost.
 func (d *Driver) WatchGrants(ctx context.Context, inbox string, onGrant func(driver.Grant)) (driver.GrantWatcher, error) {
 	if onGrant == nil || inbox == "" {
 		return nil, fmt.Errorf("%w: redisdriver: grant watcher needs an inbox and a callback", driver.ErrInvalid)
@@ -170,12 +176,16 @@ func (d *Driver) WatchGrants(ctx context.Context, inbox string, onGrant func(dri
 		if g, ok := parseGrant(payload); ok {
 			onGrant(g)
 		}
+	}, func([]string) {
+		for _, g := range d.waiters.wakeUps(inbox) {
+			onGrant(g)
+		}
 	})
 	if err := w.Add(ctx, ch); err != nil {
-		_ = w.Close()
+		_ = w.Close() // the inbox's waiters stay known for the next subscription
 		return nil, err
 	}
-	return w, nil
+	return grantWatcher{watcher: w, inbox: inbox}, nil
 }
 
 // parseGrant reads "<id>" SEP "<token>" SEP "<name>".

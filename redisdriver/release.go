@@ -21,6 +21,7 @@ func (d *Driver) Release(ctx context.Context, reqs []driver.ReleaseRequest) ([]d
 			return nil, err
 		}
 	}
+	d.waiters.released(reqs)
 	results := make([]driver.ReleaseResult, len(reqs))
 	err := d.runBatch(ctx, batch{
 		n:        len(reqs),

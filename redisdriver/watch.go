@@ -42,11 +42,18 @@ var errWatcherClosed = errors.New("release watcher closed")
 // never answered, so after a connection error the reader writes a fresh
 // one. (Counting the confirmations of SUBSCRIBE instead loses count when a
 // reconnect swallows some, and a key's waiters then stall in Add forever.)
+//
+// What was published while the connection was down is lost: a release, a
+// grant. So once the reply to the first PING after a lost connection
+// confirms every channel again, the reader calls onRearm with them, and
+// the watcher's owner wakes whoever may have missed something; they ask
+// the store, which has the answer.
 type watcher struct {
-	d      *Driver
-	chanOf func(key string) string       // the channel Add and Remove follow for key
-	onMsg  func(channel, payload string) // every message of a followed channel
-	health time.Duration
+	d       *Driver
+	chanOf  func(key string) string       // the channel Add and Remove follow for key
+	onMsg   func(channel, payload string) // every message of a followed channel
+	onRearm func(channels []string)       // the channels followed again after a lost connection
+	health  time.Duration
 
 	mu     sync.Mutex
 	ps     *redis.PubSub // opened by the first Add
@@ -55,9 +62,14 @@ type watcher struct {
 	acked  uint64        // highest PING number answered
 	ackCh  chan struct{} // closed and replaced when acked grows or barriers change
 	broken bool          // a SUBSCRIBE or PING may have been lost: the reader repairs
-	closed bool
-	stop   chan struct{} // closed by Close
-	done   chan struct{} // closed when the reader goroutine exits
+	lost   bool          // the connection was lost: the next repair writes a PING to rearm at
+	// rearmAt is the PING whose reply calls onRearm (0: none): the first
+	// written after the connection was lost, so on the new connection,
+	// after go-redis subscribed every channel again.
+	rearmAt uint64
+	closed  bool
+	stop    chan struct{} // closed by Close
+	done    chan struct{} // closed when the reader goroutine exits
 }
 
 // subscription tracks one channel. Add and Remove are reference counted,
@@ -75,19 +87,27 @@ func (d *Driver) Watch(onRelease func(key string)) (driver.Watcher, error) {
 	if onRelease == nil {
 		return nil, fmt.Errorf("%w: nil release callback", driver.ErrInvalid)
 	}
-	return d.newWatcher(d.channel, func(channel, _ string) {
+	onMsg := func(channel, _ string) {
 		if name, ok := d.nameFromChannel(channel); ok {
 			onRelease(name)
+		}
+	}
+	// A release published while the connection was down is lost: every
+	// waiter tries again, and the busy ones wait on.
+	return d.newWatcher(d.channel, onMsg, func(channels []string) {
+		for _, ch := range channels {
+			onMsg(ch, "")
 		}
 	}), nil
 }
 
-// newWatcher returns a watcher that follows chanOf(key) for each key added
-// and hands every message to onMsg: release channels (Watch) or a grant
-// inbox (WatchGrants).
-func (d *Driver) newWatcher(chanOf func(string) string, onMsg func(channel, payload string)) *watcher {
+// newWatcher returns a watcher that follows chanOf(key) for each key added,
+// hands every message to onMsg, and the channels it follows again after a
+// lost connection to onRearm: release channels (Watch) or a grant inbox
+// (WatchGrants).
+func (d *Driver) newWatcher(chanOf func(string) string, onMsg func(channel, payload string), onRearm func([]string)) *watcher {
 	return &watcher{
-		d: d, chanOf: chanOf, onMsg: onMsg, health: healthInterval,
+		d: d, chanOf: chanOf, onMsg: onMsg, onRearm: onRearm, health: healthInterval,
 		subs: make(map[string]*subscription), ackCh: make(chan struct{}),
 		stop: make(chan struct{}), done: make(chan struct{}),
 	}
@@ -186,18 +206,23 @@ func (w *watcher) repairLocked(ctx context.Context) error {
 	w.broken = true
 	if len(chans) > 0 {
 		if err := w.ps.Subscribe(ctx, chans...); err != nil {
+			w.lost = true // the write failed: go-redis reconnects
 			return err
 		}
-	} else if w.acked >= w.sent {
+	} else if w.acked >= w.sent && !w.lost {
 		w.broken = false
 		return nil
 	}
 	seq, err := w.pingLocked(ctx)
 	if err != nil {
+		w.lost = true
 		return err
 	}
 	for _, ch := range chans {
 		w.subs[ch].barrier = seq
+	}
+	if w.lost {
+		w.lost, w.rearmAt = false, seq
 	}
 	w.broken = false
 	return nil
@@ -289,7 +314,7 @@ func (w *watcher) read(ps *redis.PubSub) {
 			// it: a stale one names a dead node until reloaded.
 			w.d.layout.noteErr(err)
 			quiet = 0
-			w.setBroken()
+			w.setLost()
 			if failures++; failures > 1 {
 				select {
 				case <-w.stop:
@@ -304,14 +329,17 @@ func (w *watcher) read(ps *redis.PubSub) {
 		case *redis.Message:
 			w.onMsg(m.Channel, m.Payload)
 		case *redis.Pong:
-			w.ack(m.Payload)
+			if chans := w.ack(m.Payload); chans != nil {
+				w.onRearm(chans)
+			}
 		}
 	}
 }
 
-func (w *watcher) setBroken() {
+// setLost records that the connection was lost: repair, and rearm.
+func (w *watcher) setLost() {
 	w.mu.Lock()
-	w.broken = true
+	w.broken, w.lost = true, true
 	w.mu.Unlock()
 }
 
@@ -325,7 +353,7 @@ func (w *watcher) probe() {
 	ctx, cancel := context.WithTimeout(context.Background(), confirmTimeout)
 	defer cancel()
 	if _, err := w.pingLocked(ctx); err != nil {
-		w.broken = true
+		w.broken, w.lost = true, true
 	}
 }
 
@@ -343,6 +371,7 @@ func (w *watcher) replace(old *redis.PubSub) *redis.PubSub {
 	for _, s := range w.subs {
 		s.barrier = 0
 	}
+	w.lost = true  // what the old one did not answer may have been lost
 	close(w.ackCh) // let waiting Adds see their barriers reset
 	w.ackCh = make(chan struct{})
 	ctx, cancel := context.WithTimeout(context.Background(), confirmTimeout)
@@ -351,18 +380,28 @@ func (w *watcher) replace(old *redis.PubSub) *redis.PubSub {
 	return w.ps
 }
 
-// ack records the reply to PING number payload.
-func (w *watcher) ack(payload string) {
+// ack records the reply to PING number payload. When it is the PING to
+// rearm at, it returns the channels followed (non-nil, maybe empty).
+func (w *watcher) ack(payload string) []string {
 	seq, err := strconv.ParseUint(payload, 10, 64)
 	if err != nil {
-		return // not one of ours
+		return nil // not one of ours
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.closed || seq <= w.acked || seq > w.sent {
-		return
+		return nil
 	}
 	w.acked = seq
 	close(w.ackCh)
 	w.ackCh = make(chan struct{})
+	if w.rearmAt == 0 || seq < w.rearmAt {
+		return nil
+	}
+	w.rearmAt = 0
+	chans := make([]string, 0, len(w.subs))
+	for ch := range w.subs {
+		chans = append(chans, ch)
+	}
+	return chans
 }
