@@ -87,48 +87,12 @@ func testFailover(t *testing.T, cl *redisserver.ReplicatedCluster, c, w *dlock.C
 	t.Logf("replica promoted %v after the kill", promoted.Sub(killed).Round(time.Millisecond))
 
 	// (a) A lock on the failed master's slots works again.
-	var fails int
-	var lastErr error
-	for {
-		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		l2, err := c.TryLock(cctx, other)
-		cancel()
-		if err == nil {
-			t.Logf("TryLock works %v after the promotion (%d failed before)",
-				time.Since(promoted).Round(time.Millisecond), fails)
-			unlock(t, l2)
-			break
-		}
-		if !errors.Is(err, dlock.ErrBackend) {
-			t.Fatalf("TryLock %q: %v", other, err)
-		}
-		fails, lastErr = fails+1, err
-		if time.Since(promoted) > failoverBound {
-			t.Fatalf("TryLock %q still fails %v after the promotion (%d failures): %v",
-				other, time.Since(promoted).Round(time.Millisecond), fails, lastErr)
-		}
-		time.Sleep(10 * time.Millisecond) // between attempts, not a synchronisation
-	}
+	lockWorksAgain(ctx, t, c, other, promoted)
 
 	// (b) The lease held across the failover is renewed on the new master,
 	// and its release works there.
 	promotedClient := cl.Replicas[shard].Client(t)
-	deadline := time.Now().Add(failoverTTL)
-	for {
-		after, err := promotedClient.PExpireTime(ctx, lockKey(held)).Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if after > before {
-			t.Logf("lease renewed on the new master %v after the promotion", time.Since(promoted).Round(time.Millisecond))
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("lease not renewed on the new master within %v (expiry %d ms, before the kill %d ms; lease: %v)",
-				failoverTTL, after.Milliseconds(), before.Milliseconds(), l.Err())
-		}
-		time.Sleep(10 * time.Millisecond) // polling interval, not a synchronisation
-	}
+	renewedOn(ctx, t, promotedClient, l, before, promoted)
 	if err := l.Err(); err != nil {
 		t.Fatalf("lease lost across the failover: %v", err)
 	}
@@ -149,6 +113,56 @@ func testFailover(t *testing.T, cl *redisserver.ReplicatedCluster, c, w *dlock.C
 	unlock(t, prev)
 	if isHeld(t, promotedClient, held) {
 		t.Fatal("released lock still in the store")
+	}
+}
+
+// lockWorksAgain tries TryLock of name with c until it works, and fails
+// the test if it has not within failoverBound of promoted.
+func lockWorksAgain(ctx context.Context, t *testing.T, c *dlock.Client, name string, promoted time.Time) {
+	t.Helper()
+	var fails int
+	for {
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		l, err := c.TryLock(cctx, name)
+		cancel()
+		if err == nil {
+			t.Logf("TryLock works %v after the promotion (%d failed before)",
+				time.Since(promoted).Round(time.Millisecond), fails)
+			unlock(t, l)
+			return
+		}
+		if !errors.Is(err, dlock.ErrBackend) {
+			t.Fatalf("TryLock %q: %v", name, err)
+		}
+		fails++
+		if time.Since(promoted) > failoverBound {
+			t.Fatalf("TryLock %q still fails %v after the promotion (%d failures): %v",
+				name, time.Since(promoted).Round(time.Millisecond), fails, err)
+		}
+		time.Sleep(10 * time.Millisecond) // between attempts, not a synchronisation
+	}
+}
+
+// renewedOn waits until the new master rdb has l's key with an expiry
+// later than before (its expiry when the old master died): a renewal
+// reached it. It fails the test after failoverTTL.
+func renewedOn(ctx context.Context, t *testing.T, rdb *redis.Client, l *dlock.Lease, before time.Duration, promoted time.Time) {
+	t.Helper()
+	deadline := time.Now().Add(failoverTTL)
+	for {
+		after, err := rdb.PExpireTime(ctx, lockKey(l.Key())).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if after > before {
+			t.Logf("lease renewed on the new master %v after the promotion", time.Since(promoted).Round(time.Millisecond))
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("lease not renewed on the new master within %v (expiry %d ms, before the kill %d ms; lease: %v)",
+				failoverTTL, after.Milliseconds(), before.Milliseconds(), l.Err())
+		}
+		time.Sleep(10 * time.Millisecond) // polling interval, not a synchronisation
 	}
 }
 
