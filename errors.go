@@ -19,6 +19,8 @@ var (
 	ErrNotHeld = engine.ErrNotHeld
 	// ErrLockLost: the lease ended without Unlock — the store said the lock
 	// is no longer ours, or the validity deadline passed without a renewal.
+	// A lease's Err wraps it with which of the two (or, for a MultiLease,
+	// that another of its locks was lost): match it with errors.Is.
 	ErrLockLost = engine.ErrLost
 	// ErrReleased: the lease ended because its holder called Unlock.
 	ErrReleased = engine.ErrReleased

@@ -63,8 +63,10 @@ func (l *lease[A]) Context() context.Context {
 	return leaseContext[A]{l}
 }
 
-// Err returns nil while the lease is held, ErrLockLost once the lock was
-// lost (the store said it is not ours, or the validity deadline passed),
+// Err returns nil while the lease is held, an error matching ErrLockLost
+// once the lock was lost, whose text says why (the store said it is not
+// ours: forced release, expiry there, lost data; or the validity deadline
+// passed before a renewal was confirmed: the store was out of reach),
 // ErrReleased after Unlock, and ErrClosed when its client was closed. A
 // MultiLease reports the end of the first of its locks that ended. A
 // nested Lease reports the outer lease's end, or ErrReleased after its own

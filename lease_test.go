@@ -6,9 +6,11 @@ package dlock_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -122,5 +124,42 @@ func TestBlockingLoggerDoesNotFreezeExpiry(t *testing.T) {
 	}
 	if second.Err() == nil || second.Context().Err() == nil {
 		t.Fatal("the rival holds the lock and the old lease still reports itself held")
+	}
+}
+
+// A lost lease's Err says why, and still matches ErrLockLost: a store that
+// took the lock away reads differently from one that could not be reached
+// before the deadline.
+func TestLostLeaseSaysWhy(t *testing.T) {
+	ctx := leasecheck.Context(t, 30*time.Second)
+	const ttl = 300 * time.Millisecond
+
+	a, store := newMemClient(t, nil)
+	taken, err := a.Lock(ctx, "taken", dlock.WithTTL(ttl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := a.ForceRelease(ctx, "taken"); err != nil || !ok {
+		t.Fatalf("ForceRelease: %v, %v", ok, err)
+	}
+	leasecheck.WaitDone(t, taken, 20*ttl)
+	if err := taken.Err(); !errors.Is(err, dlock.ErrLockLost) || !strings.Contains(err.Error(), "no longer had it") {
+		t.Fatalf("lease broken by ForceRelease: Err %v, want ErrLockLost saying the store no longer had it", err)
+	}
+
+	b, drv := newMemClient(t, store)
+	cut, err := b.Lock(ctx, "cut", dlock.WithTTL(ttl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	outage := errors.New("store unreachable")
+	drv.SetFault(func(context.Context, string) error { return outage })
+	defer drv.SetFault(nil)
+	leasecheck.WaitDone(t, cut, 20*ttl)
+	if err := cut.Err(); !errors.Is(err, dlock.ErrLockLost) || !strings.Contains(err.Error(), "deadline") {
+		t.Fatalf("lease whose renewals failed: Err %v, want ErrLockLost saying its deadline passed", err)
+	}
+	if cause := context.Cause(cut.Context()); cause != cut.Err() {
+		t.Fatalf("Context's cause %v, Err %v: want the same error", cause, cut.Err())
 	}
 }

@@ -20,6 +20,28 @@ var (
 	ErrBackend     = errors.New("dlock: backend failure")
 )
 
+// The ends of a lost lease, by cause: each matches ErrLost and says why,
+// so that a holder can tell a store that took the lock away (a forced
+// release, an expiry there, lost data) from one it could not reach in time.
+// Made once: ending a lease allocates nothing for its error.
+var (
+	errLostNotHeld  = fmt.Errorf("%w: the store no longer had it as this lease's (released by force, expired there, or lost with the store's data)", ErrLost)
+	errLostDeadline = fmt.Errorf("%w: its validity deadline passed before the store confirmed a renewal", ErrLost)
+	errLostGroup    = fmt.Errorf("%w: another lock taken with it was lost", ErrLost)
+)
+
+// lostError is the end reason of a lease lost for why (LostNotHeld,
+// LostDeadline or LostGroup).
+func lostError(why string) error {
+	switch why {
+	case LostNotHeld:
+		return errLostNotHeld
+	case LostGroup:
+		return errLostGroup
+	}
+	return errLostDeadline
+}
+
 // errTooSlow: the store granted the lock, but its reply arrived after the
 // lease's validity deadline.
 var errTooSlow = errors.New("reply arrived after the lease's validity deadline")

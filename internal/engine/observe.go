@@ -350,7 +350,7 @@ func (h *Hold) endedByRelease() bool {
 // lose ends h as lost for why (LostNotHeld, LostDeadline or LostGroup), reporting
 // whether this call ended it.
 func (h *Hold) lose(why string) bool {
-	if !h.end(ErrLost) {
+	if !h.end(lostError(why)) {
 		return false
 	}
 	if h.kind == driver.KindWaiter {
