@@ -8,6 +8,7 @@ import (
 
 	"github.com/dlockio/dlock/driver"
 	"github.com/dlockio/dlock/internal/testkit/redisserver"
+	"github.com/redis/go-redis/v9"
 )
 
 // BenchmarkRedisTime reports the server's own time (INFO commandstats,
@@ -20,12 +21,7 @@ import (
 // counted under their own names as well, so only the commands sent are
 // summed). Redis' per-command dispatch is not in commandstats.
 func BenchmarkRedisTime(b *testing.B) {
-	srv := redisserver.Start(b)
-	rdb := srv.Client(b)
-	d, err := New(rdb)
-	if err != nil {
-		b.Fatal(err)
-	}
+	d, rdb := benchDriver(b)
 	ctx := context.Background()
 	names := make([]string, b.N)
 	for i := range names {
@@ -61,17 +57,24 @@ func BenchmarkRedisTime(b *testing.B) {
 	b.ReportMetric((acq+rel)/n, "redis-us/cycle")
 }
 
+// benchDriver returns a Driver with opts on a redis-server of the
+// benchmark's own, and the go-redis client under it.
+func benchDriver(b *testing.B, opts ...Option) (*Driver, *redis.Client) {
+	b.Helper()
+	rdb := redisserver.Start(b).Client(b)
+	d, err := New(rdb, opts...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return d, rdb
+}
+
 // BenchmarkRedisTimeRenewBatch measures the server time of one Renew call
 // of MaxBatch leases: the longest a renewal script keeps every other client
 // of the server waiting (the figure MaxBatch's comment points to, in
 // docs/benchmarks.md).
 func BenchmarkRedisTimeRenewBatch(b *testing.B) {
-	srv := redisserver.Start(b)
-	rdb := srv.Client(b)
-	d, err := New(rdb)
-	if err != nil {
-		b.Fatal(err)
-	}
+	d, rdb := benchDriver(b)
 	ctx := context.Background()
 	reqs := make([]driver.RenewRequest, MaxBatch)
 	for i := range reqs {

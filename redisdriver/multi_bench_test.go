@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/dlockio/dlock/driver"
-	"github.com/dlockio/dlock/internal/testkit/redisserver"
 )
 
 // BenchmarkRedisTimeAcquireAll reports the server's time per AcquireAll of
@@ -18,12 +17,7 @@ import (
 func BenchmarkRedisTimeAcquireAll(b *testing.B) {
 	for _, n := range []int{2, 4, 8} {
 		b.Run(fmt.Sprint("keys=", n), func(b *testing.B) {
-			srv := redisserver.Start(b)
-			rdb := srv.Client(b)
-			d, err := New(rdb)
-			if err != nil {
-				b.Fatal(err)
-			}
+			d, rdb := benchDriver(b)
 			ctx := context.Background()
 			sets := make([][]driver.AcquireRequest, b.N)
 			for i := range sets {

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/dlockio/dlock/driver"
-	"github.com/dlockio/dlock/internal/testkit/redisserver"
 )
 
 // BenchmarkRedisTimeQueue reports the server's own time (INFO
@@ -26,12 +25,7 @@ func BenchmarkRedisTimeQueue(b *testing.B) {
 }
 
 func benchmarkRedisTimeQueue(b *testing.B, opts []Option) {
-	srv := redisserver.Start(b)
-	rdb := srv.Client(b)
-	d, err := New(rdb, opts...)
-	if err != nil {
-		b.Fatal(err)
-	}
+	d, rdb := benchDriver(b, opts...)
 	ctx := context.Background()
 	owner := driver.Owner{Host: "bench-host", PID: 4242}
 	const block = 15
