@@ -126,9 +126,11 @@ func ExampleLease_Done() {
 	rdb.Del(ctx, redisdriver.DefaultPrefix+"{job}")
 
 	<-lease.Done()
+	fmt.Println(errors.Is(lease.Err(), dlock.ErrLockLost))
 	fmt.Println(lease.Err())
 	fmt.Println("unlock:", lease.Unlock(ctx))
 	// Output:
-	// dlock: lock lost
+	// true
+	// dlock: lock lost: the store no longer had it as this lease's (released by force, expired there, or lost with the store's data)
 	// unlock: dlock: lock not held
 }
