@@ -17,7 +17,8 @@ var errLeaseLost = errors.New("the lease of the acquisition expired as it was ta
 
 // Acquire implements driver.Driver: one Txn (if the key is absent, put it
 // on the pool's lease; else read it), sent together with a keep-alive of
-// that lease unless one was sent since this call started.
+// that lease unless one sent at most keepAliveReuse before this call
+// started succeeded (or is in flight).
 func (d *Driver) Acquire(ctx context.Context, req driver.AcquireRequest) (driver.AcquireResult, error) {
 	if err := checkID(req.ID); err != nil {
 		return driver.AcquireResult{}, err
@@ -51,29 +52,17 @@ func (d *Driver) Acquire(ctx context.Context, req driver.AcquireRequest) (driver
 }
 
 func (d *Driver) acquireOn(ctx context.Context, l *poolLease, start time.Time, key, value string, req driver.AcquireRequest) (driver.AcquireResult, error) {
-	// The keep-alive makes the lease last a full TTL from now; without it a
-	// shared lease last renewed a while ago would expire before the
-	// deadline the engine computes for this acquisition.
-	var ka chan error
-	if !l.sentSince(start) {
-		ka = make(chan error, 1)
-		go func() {
-			ok, err := d.leases.keepAlive(ctx, l.id, l.ttl)
-			if err == nil && !ok {
-				err = errLeaseLost
-			}
-			ka <- err
-		}()
-	}
+	// The keep-alive makes the lease last a full TTL from at most
+	// keepAliveReuse before now; without it a shared lease last renewed a
+	// while ago would expire before the deadline the engine computes for
+	// this acquisition.
+	wait := d.leases.freshen(ctx, l, start)
 	resp, err := d.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0), d.queueEmptyCmp(req.Key)).
 		Then(clientv3.OpPut(key, value, clientv3.WithLease(l.id))).
 		Else(clientv3.OpGet(key), clientv3.OpGet(d.holderPrefix(req.Key), clientv3.WithPrefix(), clientv3.WithLimit(1))).
 		Commit()
-	var kaErr error
-	if ka != nil {
-		kaErr = <-ka
-	}
+	kaErr := wait()
 	if err != nil {
 		return driver.AcquireResult{}, err
 	}

@@ -65,13 +65,19 @@
 // and the keep-alive is sent after that, so etcd cannot expire the lock
 // earlier than the deadline assumes.
 //
-// An acquisition on an existing lease is one round trip: the Txn and a
-// LeaseKeepAliveOnce of that lease go out together. The keep-alive is what
-// makes the lease last a full TTL from the moment the acquisition was sent
-// (a shared lease renewed a while ago has less left); the Txn fails with
-// "lease not found" if the lease expired, and the driver then grants a new
-// one. When no lease of that TTL exists yet, the first acquisition costs a
-// LeaseGrant more.
+// An acquisition on an existing lease is one Txn. The lock lasts its TTL
+// from the lease's last keep-alive, so an acquisition sends a
+// LeaseKeepAliveOnce of the lease, together with its Txn, unless one sent
+// at most half a second before it started succeeded (or is under way, and
+// then it waits for that one): a steady stream of acquisitions sends one
+// keep-alive per half second between them. Capabilities reports that half
+// second as ExpiryMargin, which the engine takes off every validity
+// deadline, so no holder counts on what the lease may not have; the
+// lease's TTL stays the lock's, so a crashed holder's lock is still free a
+// TTL after its last keep-alive. The Txn fails with "lease not found" if
+// the lease expired, and the driver then grants a new one. When no lease
+// of that TTL exists yet, the first acquisition costs a LeaseGrant more.
+// An uncontended plain Lock and Unlock is two Txns.
 //
 // # Several locks at once
 //

@@ -119,16 +119,18 @@ func New(cli *clientv3.Client, opts ...Option) (*Driver, error) {
 // Lease TTLs are whole seconds. etcd never expires a lease earlier than
 // its TTL after the leader handled the grant or keep-alive (which is
 // after it was sent); a new leader even extends every lease by an election
-// timeout. So ExpiryMargin is zero. Every call honours its context (gRPC
-// cancels the request), so the driver is ContextAware. Not
-// QueueByDefault: an uncontended acquisition through the queue takes 4
-// RPCs where a plain one takes 3, and longer (BenchmarkFairVersusPlain,
+// timeout. A lock put on a shared lease lasts a TTL from that lease's
+// last keep-alive, which may have been sent up to keepAliveReuse before
+// the acquisition: that is the ExpiryMargin. Every call honours its
+// context (gRPC cancels the request), so the driver is ContextAware. Not
+// QueueByDefault: an uncontended acquisition through the queue takes 3
+// RPCs where a plain one takes 2, and longer (BenchmarkFairVersusPlain,
 // docs/benchmarks.md), so Lock stays plain unless WithFIFO.
 func (d *Driver) Capabilities() driver.Capabilities {
 	return driver.Capabilities{
 		TTLUnit:      time.Second,
 		MinTTL:       MinTTL,
-		ExpiryMargin: 0,
+		ExpiryMargin: keepAliveReuse,
 		MaxBatch:     MaxBatch,
 		ContextAware: true,
 	}

@@ -22,6 +22,22 @@ type leasePool struct {
 	closed bool
 }
 
+// keepAliveReuse is how long before a call started a keep-alive of a pool
+// lease may have been sent and still serve that call, instead of one of
+// its own: an acquisition puts its key on the lease, which lasts its TTL
+// from the keep-alive, so such a key may expire up to keepAliveReuse
+// earlier than its TTL after the acquisition was sent. The driver reports
+// it as Capabilities.ExpiryMargin, and the engine's validity deadline
+// subtracts it: no holder relies on the lost part. In exchange,
+// acquisitions in a steady stream send one keep-alive per keepAliveReuse
+// between them, not one each, so an uncontended cycle is two requests
+// (the acquiring and the releasing Txn). The lease's etcd TTL stays the
+// lock's TTL, so a crashed holder's lock is still free one TTL after its
+// last keep-alive. Half a second keeps the engine's shortest TTL at
+// etcd's 2 s (engine.MinTTL needs the margin under about 0.98 s) and
+// costs a 30 s lock under 2% of its validity.
+const keepAliveReuse = 500 * time.Millisecond
+
 // poolLease is one lease, or a grant in progress (ready not yet closed).
 type poolLease struct {
 	ttl   int64 // seconds
@@ -32,7 +48,17 @@ type poolLease struct {
 	mu       sync.Mutex
 	lastOK   time.Time // when the last successful grant or keep-alive was sent
 	inflight int       // keep-alives sent and not answered yet
+	pending  *kaCall   // the keep-alive sent last, while unanswered
 	dead     bool      // revoked by runOut: keep-alives fail at once
+}
+
+// kaCall is one keep-alive in flight, which calls that need one sent no
+// earlier than sent can wait for instead of sending their own.
+type kaCall struct {
+	sent time.Time
+	done chan struct{}
+	ok   bool // once done: the lease lives with its full TTL
+	err  error
 }
 
 // alive reports whether the lease is surely still alive at now by our
@@ -50,6 +76,12 @@ func (l *poolLease) sentSince(t time.Time) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return !l.lastOK.Before(t)
+}
+
+// freshFor reports whether a keep-alive of the lease recent enough for a
+// call that started at start succeeded (see keepAliveReuse).
+func (l *poolLease) freshFor(start time.Time) bool {
+	return l.sentSince(start.Add(-keepAliveReuse))
 }
 
 func (l *poolLease) kept(sent time.Time) {
@@ -159,10 +191,59 @@ func (p *leasePool) byID(id clientv3.LeaseID) *poolLease {
 	return nil
 }
 
+// freshen makes sure that what a call that started at start puts on l
+// lasts until keepAliveReuse less than a TTL after start, without
+// delaying the call's own request: unless l is fresh for start already,
+// it sends a keep-alive (or joins one in flight, sent recently enough) on
+// a goroutine of its own. wait returns that keep-alive's outcome:
+// errLeaseLost if the lease is gone.
+func (p *leasePool) freshen(ctx context.Context, l *poolLease, start time.Time) (wait func() error) {
+	if l.freshFor(start) {
+		return func() error { return nil }
+	}
+	ch := make(chan error, 1)
+	go func() { ch <- p.refresh(ctx, l, start) }()
+	return func() error { return <-ch }
+}
+
+// refresh makes l fresh for a call that started at start: a keep-alive in
+// flight sent since start less keepAliveReuse is waited for, else one is
+// sent. Calls in a burst thus share one keep-alive.
+func (p *leasePool) refresh(ctx context.Context, l *poolLease, start time.Time) error {
+	since := start.Add(-keepAliveReuse)
+	l.mu.Lock()
+	c := l.pending
+	fresh := !l.lastOK.Before(since)
+	l.mu.Unlock()
+	if fresh {
+		return nil
+	}
+	if c != nil && !c.sent.Before(since) {
+		select {
+		case <-c.done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		if c.err == nil && c.ok {
+			return nil
+		}
+		if c.err == nil {
+			return errLeaseLost
+		}
+		// It failed, perhaps only for its sender's ctx: send our own.
+	}
+	ok, err := p.keepAlive(ctx, l.id, l.ttl)
+	if err == nil && !ok {
+		err = errLeaseLost
+	}
+	return err
+}
+
 // keepAlive sends one keep-alive for id and reports whether the lease is
 // alive with a TTL of at least ttl seconds. The send time is recorded for
-// the pool's lease of that id.
-func (p *leasePool) keepAlive(ctx context.Context, id clientv3.LeaseID, ttl int64) (bool, error) {
+// the pool's lease of that id, and the call is its pending one meanwhile.
+func (p *leasePool) keepAlive(ctx context.Context, id clientv3.LeaseID, ttl int64) (ok bool, err error) {
+	c := &kaCall{sent: time.Now(), done: make(chan struct{})}
 	if l := p.byID(id); l != nil {
 		l.mu.Lock()
 		if l.dead {
@@ -170,14 +251,19 @@ func (p *leasePool) keepAlive(ctx context.Context, id clientv3.LeaseID, ttl int6
 			return false, nil
 		}
 		l.inflight++
+		l.pending = c
 		l.mu.Unlock()
 		defer func() {
+			c.ok, c.err = ok, err
 			l.mu.Lock()
 			l.inflight--
+			if l.pending == c {
+				l.pending = nil
+			}
 			l.mu.Unlock()
+			close(c.done)
 		}()
 	}
-	sent := time.Now()
 	resp, err := p.cli.KeepAliveOnce(ctx, id)
 	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
 		if l := p.byID(id); l != nil {
@@ -189,7 +275,7 @@ func (p *leasePool) keepAlive(ctx context.Context, id clientv3.LeaseID, ttl int6
 		return false, err
 	}
 	if l := p.byID(id); l != nil {
-		l.kept(sent)
+		l.kept(c.sent)
 	}
 	return resp.TTL >= ttl, nil
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/dlockio/dlock/driver"
@@ -25,8 +24,8 @@ func (d *Driver) Atomic(keys []string) bool { return len(keys) > 0 && len(keys) 
 
 // AcquireAll implements driver.MultiAcquirer: one Txn, "if every key is
 // absent, put them all, each on the pool's lease for its TTL; else read
-// them", sent together with a keep-alive of each lease, as Acquire does
-// for one. Every lock's token is the revision of that Txn: one value for
+// them", sent together with a keep-alive of each lease where Acquire
+// would send one. Every lock's token is the revision of that Txn: one value for
 // the whole set, above every earlier token of each key.
 func (d *Driver) AcquireAll(ctx context.Context, reqs []driver.AcquireRequest) (driver.AcquireAllResult, error) {
 	if !d.Atomic(reqs2keys(reqs)) {
@@ -96,25 +95,15 @@ func (d *Driver) acquireAllOnce(ctx context.Context, start time.Time, reqs []dri
 		puts = append(puts, clientv3.OpPut(key, value, clientv3.WithLease(l.id)))
 		gets = append(gets, clientv3.OpGet(key), clientv3.OpGet(d.queuePrefix(r.Key), clientv3.WithPrefix(), clientv3.WithCountOnly()))
 	}
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var kaErr error
+	waits := make([]func() error, 0, len(leases))
 	for _, l := range leases {
-		if l.sentSince(start) {
-			continue
-		}
-		wg.Go(func() {
-			ok, err := d.leases.keepAlive(ctx, l.id, l.ttl)
-			if err == nil && !ok {
-				err = errLeaseLost
-			}
-			mu.Lock()
-			kaErr = errors.Join(kaErr, err)
-			mu.Unlock()
-		})
+		waits = append(waits, d.leases.freshen(ctx, l, start))
 	}
 	resp, err := d.cli.Txn(ctx).If(cmps...).Then(puts...).Else(gets...).Commit()
-	wg.Wait()
+	var kaErr error
+	for _, wait := range waits {
+		kaErr = errors.Join(kaErr, wait())
+	}
 	if err != nil {
 		return driver.AcquireAllResult{}, false, err
 	}

@@ -422,20 +422,21 @@ func (d *Driver) answerNew(ctx context.Context, start time.Time, name string, st
 	return a, false, nil
 }
 
-// freshPool returns the pool's lease for ttl, kept alive since start, so
-// that what is put on it now lasts a full TTL from now; retry reports that
-// the lease is gone.
+// freshPool returns the pool's lease for ttl, kept alive since
+// keepAliveReuse before start, so that what is put on it now lasts what
+// the engine counts on; retry reports that the lease is gone.
 func (d *Driver) freshPool(ctx context.Context, start time.Time, ttl time.Duration) (*poolLease, bool, error) {
 	secs, _ := ttlSeconds(ttl)
 	pool, err := d.leases.get(ctx, secs)
 	if err != nil {
 		return nil, false, err
 	}
-	if !pool.sentSince(start) {
-		if ok, err := d.leases.keepAlive(ctx, pool.id, secs); err != nil || !ok {
-			d.leases.drop(pool)
-			return nil, err == nil, err
+	if err := d.leases.freshen(ctx, pool, start)(); err != nil {
+		d.leases.drop(pool)
+		if errors.Is(err, errLeaseLost) {
+			return nil, true, nil
 		}
+		return nil, false, err
 	}
 	return pool, false, nil
 }

@@ -2,6 +2,7 @@ package etcddriver
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -118,7 +119,7 @@ func (d *Driver) readOwned(ctx context.Context, reqs []driver.RenewRequest) (own
 // move re-attaches the keys of reqs[moves] to the pool's lease for their
 // new TTL, with their value's TTL field updated: one Txn of nested Txns,
 // each conditional on the key's value being the one just read, sent with
-// a keep-alive of the new lease.
+// a keep-alive of the new lease where Acquire would send one.
 func (d *Driver) move(ctx context.Context, reqs []driver.RenewRequest, ttls []int64, values [][]byte, moves []int, held []bool) error {
 	start := time.Now()
 	byTTL := make(map[int64][]int)
@@ -146,21 +147,17 @@ func (d *Driver) move(ctx context.Context, reqs []driver.RenewRequest, ttls []in
 				[]clientv3.Cmp{clientv3.Compare(clientv3.Value(key), "=", string(values[i]))},
 				[]clientv3.Op{clientv3.OpPut(key, nv, clientv3.WithLease(l.id))}, nil)
 		}
-		kaOK, kaErr := true, error(nil)
-		var wg sync.WaitGroup
-		if !l.sentSince(start) {
-			wg.Go(func() { kaOK, kaErr = d.leases.keepAlive(ctx, l.id, l.ttl) })
-		}
+		wait := d.leases.freshen(ctx, l, start)
 		resp, err := d.cli.Txn(ctx).Then(ops...).Commit()
-		wg.Wait()
-		if err == nil {
+		kaErr := wait()
+		if err == nil && !errors.Is(kaErr, errLeaseLost) {
 			err = kaErr
 		}
 		if err != nil {
 			return err
 		}
 		for j, i := range idx {
-			held[i] = kaOK && resp.Responses[j].GetResponseTxn().Succeeded
+			held[i] = kaErr == nil && resp.Responses[j].GetResponseTxn().Succeeded
 		}
 	}
 	return nil
