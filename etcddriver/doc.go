@@ -49,7 +49,9 @@
 // of that bug). It also writes a small marker, kept about ten seconds on a
 // lease of its own, by which a retry after a lost reply is recognised and
 // answered AlreadyReleased; a release whose marker lease cannot be granted
-// fails rather than go without one. A batch of releases is one Txn of
+// fails rather than go without one. The marker lease is granted once per
+// five seconds of releases. The same Txn reads the name's queue, from
+// which the hand-off to waiters starts. A batch of releases is one Txn of
 // nested Txns: one Raft entry, each lock decided on its own.
 //
 // # Leases and renewal
@@ -94,11 +96,15 @@
 // and permit holders are keys beside them; a fair lock's or writer's grant
 // is the plain lock key itself, so plain and queued acquisitions exclude
 // each other and share one token sequence, and Acquire refuses a name
-// whose queue range is not empty. Every request that touches a queued name
-// reads it and sends one Txn, conditional on what it read, that grants the
-// queue heads that fit (each on its waiter's lease) and announces each
-// grant on the waiter's inbox key, which WatchGrants watches. A conflict is
-// read again. See docs/etcd.md.
+// whose queue range is not empty. An Enqueue's first Txn grants a free
+// name (no lock key, an empty queue range) at once, so an uncontended
+// fair Lock, RLock or permit costs what a plain Lock does, and on a busy
+// name queues the waiter at once. A release hands off in one more Txn.
+// Other requests that touch a queued name read it and send one Txn,
+// conditional on what they read, that grants the queue heads that fit
+// (each on its waiter's lease) and announces each grant on the waiter's
+// inbox key, which WatchGrants watches. A conflict is read again. See
+// docs/etcd.md.
 //
 // # Waiting
 //

@@ -49,6 +49,7 @@ type Driver struct {
 	leases  *leasePool
 	markers *markerLease
 	expiry  *expiryWatches
+	busy    busyNames // for Enqueue, see enqueueOnce
 
 	closeOnce sync.Once
 	closeErr  error

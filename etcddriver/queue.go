@@ -36,19 +36,29 @@ type queueState struct {
 }
 
 func (d *Driver) readQueue(ctx context.Context, name string) (queueState, error) {
-	resp, err := d.cli.Txn(ctx).Then(
-		clientv3.OpGet(d.lockKey(name)),
-		clientv3.OpGet(d.queuePrefix(name), clientv3.WithPrefix()),
-	).Commit()
+	resp, err := d.cli.Txn(ctx).Then(d.queueReads(name)...).Commit()
 	if err != nil {
 		return queueState{}, err
 	}
-	st := queueState{rev: resp.Header.Revision}
-	if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) == 1 {
-		st.lock = kvs[0]
+	return d.queueStateOf(name, resp.Header.Revision, resp.Responses[0].GetResponseRange().Kvs,
+		resp.Responses[1].GetResponseRange().Kvs)
+}
+
+// queueReads are the reads of a name's state: its lock key and its queue
+// range.
+func (d *Driver) queueReads(name string) []clientv3.Op {
+	return []clientv3.Op{clientv3.OpGet(d.lockKey(name)), clientv3.OpGet(d.queuePrefix(name), clientv3.WithPrefix())}
+}
+
+// queueStateOf is the state of name at rev from its lock key's kvs (none
+// if the key is absent) and its queue range's.
+func (d *Driver) queueStateOf(name string, rev int64, lock, queue []*mvccpb.KeyValue) (queueState, error) {
+	st := queueState{rev: rev}
+	if len(lock) == 1 {
+		st.lock = lock[0]
 	}
 	hp, wp := d.holderPrefix(name), d.waiterPrefix(name)
-	for _, kv := range resp.Responses[1].GetResponseRange().Kvs {
+	for _, kv := range queue {
 		v, err := decodeQueueValue(kv.Value)
 		if err != nil {
 			return queueState{}, fmt.Errorf("queue of %q: %w", name, err)
@@ -132,9 +142,11 @@ type stepOutcome struct {
 	rev int64
 }
 
-// Enqueue implements driver.Queuer: one read of the name, then one Txn
-// that grants the queue heads that fit and then grants, queues or refuses
-// req, conditional on nothing it read having changed (retried if it did).
+// Enqueue implements driver.Queuer. Its first Txn grants req on a free
+// name, or queues it on a busy one, or reads the name (see enqueueOnce);
+// in the last case one more Txn grants the queue heads that fit and then
+// grants, queues or refuses req, conditional on nothing read having
+// changed (read again and retried if it did).
 func (d *Driver) Enqueue(ctx context.Context, req driver.QueueRequest) (driver.QueueResult, error) {
 	if _, err := checkQueueRequest(req); err != nil {
 		return driver.QueueResult{}, err
@@ -160,10 +172,35 @@ func (d *Driver) settle(ctx context.Context, name, probe string) (clientv3.Lease
 // or waiter allows happens at the next touch.
 func (d *Driver) step(ctx context.Context, name string, req *driver.QueueRequest, probe string) (stepOutcome, error) {
 	start := time.Now()
+	var read *queueState // what the request's first Txn read, for the first round
+	if req != nil {
+		recent := d.busy.recently(name)
+		out, st, err := d.enqueueOnce(ctx, start, name, *req, recent)
+		if !recent && err == nil && st != nil && queuesAtOnce(*req, *st) {
+			// Busy now: send it again, offering to queue.
+			out, st, err = d.enqueueOnce(ctx, start, name, *req, true)
+		}
+		if err != nil || out.res.Granted || out.res.Queued {
+			return out, err
+		}
+		read = st
+	}
+	return d.stepFrom(ctx, start, name, req, probe, read)
+}
+
+// stepFrom is step's loop: it reads the name (but in a first round with
+// st, already read) and takes one step (stepOnce), again while a
+// conflict makes it retry.
+func (d *Driver) stepFrom(ctx context.Context, start time.Time, name string, req *driver.QueueRequest, probe string, read *queueState) (stepOutcome, error) {
 	for attempt := 0; attempt < maxAttempts; attempt++ {
-		st, err := d.readQueue(ctx, name)
-		if err != nil {
-			return stepOutcome{}, err
+		var st queueState
+		if read != nil {
+			st, read = *read, nil
+		} else {
+			var err error
+			if st, err = d.readQueue(ctx, name); err != nil {
+				return stepOutcome{}, err
+			}
 		}
 		if req != nil {
 			if out, ok, err := d.alreadyHeld(ctx, st, *req); ok || err != nil {

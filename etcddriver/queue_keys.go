@@ -75,6 +75,20 @@ type queueValue struct {
 	Owner driver.Owner  `json:"owner"`
 }
 
+// holderCmp is the Txn condition "the holder key is id's, of mode m":
+// encode writes the id first and the mode second, so such a value starts
+// with `{"id":<id>,"mode":<m>,` (the id as encoding/json writes it), and
+// the values starting with that prefix p are exactly those in (p, p'),
+// where p' is p with its final comma replaced by the next byte, '-'.
+func holderCmp(key, id string, m driver.Mode) []clientv3.Cmp {
+	idJSON, _ := json.Marshal(id) // a string always encodes
+	p := `{"id":` + string(idJSON) + `,"mode":` + strconv.Itoa(int(m)) + `,`
+	return []clientv3.Cmp{
+		clientv3.Compare(clientv3.Value(key), ">", p),
+		clientv3.Compare(clientv3.Value(key), "<", p[:len(p)-1]+"-"),
+	}
+}
+
 func (v queueValue) encode() (string, error) {
 	b, err := json.Marshal(v)
 	if err != nil {

@@ -77,20 +77,23 @@ func (d *Driver) Release(ctx context.Context, reqs []driver.ReleaseRequest) ([]d
 // cancellation). A release marker per id tells a retry (AlreadyReleased)
 // from a lease that was lost (NotHeld).
 func (d *Driver) releaseQueued(ctx context.Context, r driver.ReleaseRequest) (driver.ReleaseResult, error) {
-	for attempt := 0; attempt < maxAttempts; attempt++ {
-		own := d.holderKey(r.Key, r.ID)
-		if r.Kind == driver.KindWaiter {
-			own = d.waiterKey(r.Key, r.ID)
+	var read *clientv3.TxnResponse // releaseHolder's, for the first round
+	if r.Kind != driver.KindWaiter {
+		res, resp, err := d.releaseHolder(ctx, r)
+		if err != nil || res != 0 {
+			return res, err
 		}
-		resp, err := d.cli.Txn(ctx).Then(
-			clientv3.OpGet(own),
-			clientv3.OpGet(d.qmarkKey(r.Key, r.ID)),
-			clientv3.OpGet(d.lockKey(r.Key)),
-			clientv3.OpGet(d.markerKey(r.Key, r.ID)),
-			clientv3.OpGet(d.holderKey(r.Key, r.ID)),
-		).Commit()
-		if err != nil {
-			return 0, err
+		read = resp
+	}
+	for attempt := 0; attempt < maxAttempts; attempt++ {
+		resp := read
+		if read != nil {
+			read = nil
+		} else {
+			var err error
+			if resp, err = d.cli.Txn(ctx).Then(d.releaseReads(r)...).Commit(); err != nil {
+				return 0, err
+			}
 		}
 		get := func(i int) []byte {
 			if kvs := resp.Responses[i].GetResponseRange().Kvs; len(kvs) == 1 {
@@ -141,6 +144,67 @@ func (d *Driver) releaseQueued(ctx context.Context, r driver.ReleaseRequest) (dr
 		return driver.NotHeld, nil
 	}
 	return 0, errQueueContended
+}
+
+// releaseReads are what releaseQueued reads of a release: the request's
+// own key (its place or its holder key), its queued release marker, the
+// lock key, its exclusive release marker and its holder key.
+func (d *Driver) releaseReads(r driver.ReleaseRequest) []clientv3.Op {
+	own := d.holderKey(r.Key, r.ID)
+	if r.Kind == driver.KindWaiter {
+		own = d.waiterKey(r.Key, r.ID)
+	}
+	return []clientv3.Op{
+		clientv3.OpGet(own),
+		clientv3.OpGet(d.qmarkKey(r.Key, r.ID)),
+		clientv3.OpGet(d.lockKey(r.Key)),
+		clientv3.OpGet(d.markerKey(r.Key, r.ID)),
+		clientv3.OpGet(d.holderKey(r.Key, r.ID)),
+	}
+}
+
+// releaseHolder releases a reader's or permit holder's lease in one Txn
+// when its holder key is the id's, of the request's kind: delete it,
+// write the id's release marker in the same revision (which tells the
+// expiry watches it from an expiry) and read the name, from which the
+// hand-off to its waiters, if it has any, starts. So an uncontended
+// RLock or permit cycle is two requests. Otherwise the Txn makes
+// releaseQueued's reads, returned as read, and res is 0.
+func (d *Driver) releaseHolder(ctx context.Context, r driver.ReleaseRequest) (res driver.ReleaseResult, read *clientv3.TxnResponse, err error) {
+	mode := driver.ModeShared
+	if r.Kind == driver.KindPermit {
+		mode = driver.ModePermit
+	}
+	key := d.holderKey(r.Key, r.ID)
+	for attempt := 0; ; attempt++ {
+		// Not without the marker, for the reason releaseRound gives.
+		marker, err := d.markers.get(ctx)
+		if err != nil {
+			return 0, nil, fmt.Errorf("release marker lease: %w", err)
+		}
+		then := append([]clientv3.Op{clientv3.OpDelete(key),
+			clientv3.OpPut(d.qmarkKey(r.Key, r.ID), r.ID, clientv3.WithLease(marker))}, d.queueReads(r.Key)...)
+		resp, err := d.cli.Txn(ctx).If(holderCmp(key, r.ID, mode)...).Then(then...).Else(d.releaseReads(r)...).Commit()
+		if err != nil && attempt == 0 && isLeaseNotFound(err) {
+			d.markers.forget(marker)
+			continue
+		}
+		if err != nil {
+			return 0, nil, err
+		}
+		if !resp.Succeeded {
+			return 0, resp, nil
+		}
+		st, err := d.queueStateOf(r.Key, resp.Header.Revision, resp.Responses[2].GetResponseRange().Kvs,
+			resp.Responses[3].GetResponseRange().Kvs)
+		if err == nil && len(st.waiters) > 0 {
+			err = d.handOff(ctx, []queueOf{{r.Key, st}})
+		}
+		if err != nil {
+			return 0, nil, err
+		}
+		return driver.Released, nil, nil
+	}
 }
 
 // deleteQueued deletes key if unchanged since modRev, writing the id's

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/dlockio/dlock/driver"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -12,9 +13,10 @@ import (
 )
 
 // releaseLocks releases exclusive locks (KindLock). Each request is a
-// nested Txn: if the key's value belongs to the request's id, delete it and
-// write the release marker; else read the marker, which tells a retry of our own release
-// (AlreadyReleased) from a lock that was lost (NotHeld). All of a batch's
+// nested Txn: if the key's value belongs to the request's id, delete it,
+// write the release marker and read the name's queue range (waiters to
+// hand off to); else read the marker, which tells a retry of our own
+// release (AlreadyReleased) from a lock that was lost (NotHeld). All of a batch's
 // requests go in one outer Txn — one Raft entry — except that a key
 // appearing twice goes in a later Txn (etcd refuses a Txn writing one key
 // twice). The callers have checked the requests.
@@ -46,19 +48,7 @@ func (d *Driver) releaseRound(ctx context.Context, reqs []driver.ReleaseRequest,
 		if err != nil {
 			return fmt.Errorf("release marker lease: %w", err)
 		}
-		ops := make([]clientv3.Op, len(round))
-		for j, i := range round {
-			r := reqs[i]
-			key, mkey := d.lockKey(r.Key), d.markerKey(r.Key, r.ID)
-			then := []clientv3.Op{
-				clientv3.OpDelete(key),
-				clientv3.OpPut(mkey, r.ID, clientv3.WithLease(marker)),
-				// Last: does the name have waiters to hand off to?
-				clientv3.OpGet(d.waiterPrefix(r.Key), clientv3.WithPrefix(), clientv3.WithCountOnly()),
-			}
-			ops[j] = clientv3.OpTxn(ownedCmp(key, r.ID), then, []clientv3.Op{clientv3.OpGet(mkey)})
-		}
-		resp, err := d.cli.Txn(ctx).Then(ops...).Commit()
+		inners, rev, err := d.releaseTxn(ctx, reqs, round, marker)
 		if errors.Is(err, rpctypes.ErrLeaseNotFound) && attempt == 0 {
 			// The marker lease is gone (revoked by hand, or a clock jump):
 			// grant another.
@@ -68,14 +58,19 @@ func (d *Driver) releaseRound(ctx context.Context, reqs []driver.ReleaseRequest,
 		if err != nil {
 			return err
 		}
-		var handOff []string
+		var handOff []queueOf
 		for j, i := range round {
-			inner := resp.Responses[j].GetResponseTxn()
+			inner := inners[j]
 			switch {
 			case inner.Succeeded:
 				results[i] = driver.Released
-				if inner.Responses[len(inner.Responses)-1].GetResponseRange().Count > 0 {
-					handOff = append(handOff, reqs[i].Key)
+				queue := inner.Responses[len(inner.Responses)-1].GetResponseRange().Kvs
+				st, err := d.queueStateOf(reqs[i].Key, rev, nil, queue)
+				if err != nil {
+					return err
+				}
+				if len(st.waiters) > 0 {
+					handOff = append(handOff, queueOf{reqs[i].Key, st})
 				}
 			case releasedBy(inner, reqs[i].ID):
 				results[i] = driver.AlreadyReleased
@@ -83,16 +78,71 @@ func (d *Driver) releaseRound(ctx context.Context, reqs []driver.ReleaseRequest,
 				results[i] = driver.NotHeld
 			}
 		}
-		// The hand-off: the next step of each queue grants its heads.
-		// Nobody can take the name meanwhile: Acquire refuses a name with
-		// waiters, and every Enqueue settles the queue first.
-		for _, name := range handOff {
-			if _, err := d.settle(ctx, name, ""); err != nil {
-				return err
-			}
-		}
-		return nil
+		return d.handOff(ctx, handOff)
 	}
+}
+
+// releaseTxn sends the release Txn of reqs[round] with markers on lease
+// marker, and returns the answer to each request and the revision. A
+// release of one lock is a Txn of its own; several are nested Txns in one.
+func (d *Driver) releaseTxn(ctx context.Context, reqs []driver.ReleaseRequest, round []int, marker clientv3.LeaseID) ([]*pb.TxnResponse, int64, error) {
+	type branches struct {
+		cmps      []clientv3.Cmp
+		then, els []clientv3.Op
+	}
+	txns := make([]branches, len(round))
+	for j, i := range round {
+		r := reqs[i]
+		key, mkey := d.lockKey(r.Key), d.markerKey(r.Key, r.ID)
+		txns[j] = branches{ownedCmp(key, r.ID), []clientv3.Op{
+			clientv3.OpDelete(key),
+			clientv3.OpPut(mkey, r.ID, clientv3.WithLease(marker)),
+			// Last: the queue as the hand-off starts from it.
+			clientv3.OpGet(d.queuePrefix(r.Key), clientv3.WithPrefix()),
+		}, []clientv3.Op{clientv3.OpGet(mkey)}}
+	}
+	if len(txns) == 1 {
+		resp, err := d.cli.Txn(ctx).If(txns[0].cmps...).Then(txns[0].then...).Else(txns[0].els...).Commit()
+		if err != nil {
+			return nil, 0, err
+		}
+		return []*pb.TxnResponse{(*pb.TxnResponse)(resp)}, resp.Header.Revision, nil
+	}
+	ops := make([]clientv3.Op, len(txns))
+	for j, b := range txns {
+		ops[j] = clientv3.OpTxn(b.cmps, b.then, b.els)
+	}
+	resp, err := d.cli.Txn(ctx).Then(ops...).Commit()
+	if err != nil {
+		return nil, 0, err
+	}
+	inners := make([]*pb.TxnResponse, len(round))
+	for j := range inners {
+		inners[j] = resp.Responses[j].GetResponseTxn()
+	}
+	return inners, resp.Header.Revision, nil
+}
+
+// queueOf is a name's queue as a release read it.
+type queueOf struct {
+	name string
+	st   queueState
+}
+
+// handOff takes the next step of each queue a release left with waiters,
+// which grants its heads, starting from the queue as the release read it:
+// a hand-off is one Txn more than the release, not a read and a Txn.
+// Nobody can take the name meanwhile: Acquire refuses a name with
+// waiters, and an Enqueue grants at once only a name with no waiter (else
+// it queues behind them, or reads and takes a step that grants the heads
+// first).
+func (d *Driver) handOff(ctx context.Context, queues []queueOf) error {
+	for _, q := range queues {
+		if _, err := d.stepFrom(ctx, time.Now(), q.name, nil, "", &q.st); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // releasedBy reports whether the marker read by a failed release names id.
