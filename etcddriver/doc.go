@@ -115,4 +115,12 @@
 // the quorum ends them, and the driver wakes the key's waiters (who try
 // again) and watches anew from the last revision it saw, so that no release
 // in between is missed.
+//
+// A queued waiter is told of its grant on its inbox. For a holder that
+// dies without releasing, the Driver of the queue's head watches the name
+// and takes a queue step when a deletion is not followed by a hand-off;
+// the Driver of every other waiter watches only the key of the waiter
+// ahead of it, and takes the head's part when that key goes. So each
+// release and hand-off reaches the next holder's Client and the head's,
+// not every waiting Client.
 package etcddriver

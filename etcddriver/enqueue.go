@@ -24,8 +24,9 @@ import (
 //     holder or the last shared holder, whose release reads the queue in
 //     the Txn that frees the name, or, when the name is between holders,
 //     the releaser whose hand-off to the waiters ahead is under way (or,
-//     if that releaser died or the holder expired, the expiry watches of
-//     the waiters' Drivers). Conditions on what was read
+//     if that releaser died or the holder expired, the expiry watch of
+//     the head's Driver, and when that Driver is gone too, the one of the
+//     next waiter's, see chain.go). Conditions on what was read
 //     would make such a step conflict with every hand-off in between,
 //     which under contention is every cycle. A permit request or one with
 //     a queue cap goes the read-and-check way: its limit and its cap are
@@ -79,7 +80,7 @@ func (d *Driver) enqueueOnce(ctx context.Context, start time.Time, name string, 
 			return stepOutcome{}, read, err
 		}
 		out.res = driver.QueueResult{Queued: true, RetryAfter: read.occupancy().retryAfter()}
-		out.rev = rev
+		out.rev, out.pred = rev, stepHeads{left: read.waiters}.ahead(req.ID)
 	}
 	if kaErr != nil {
 		// Put on a lease that may not last: the engine releases the grant

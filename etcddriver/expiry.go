@@ -22,20 +22,28 @@ const handoffGrace = 100 * time.Millisecond
 // expiryWatches is the expiry hook etcd lacks for the fair queue. etcd
 // deletes a dead holder's key when its lease expires, but runs nothing of
 // ours, so on its own the head would be granted only at the next queue
-// step: a waiter's poke or its place's renewal, up to TTL/3 later. A
-// Driver with waiters of its own on a name watches the name's lock key,
-// and a deletion that no hand-off follows within handoffGrace gets one
-// queue step, which grants the head whichever Client it belongs to. A
-// releaser that died between its release and its hand-off is cured the
-// same way. The same holds for readers and permit holders, whose releases
-// are told from expiries by the release marker each writes (see follow).
+// step: a waiter's poke or its place's renewal, up to TTL/3 later. The
+// Driver of the head waiter watches the name's lock key, and a deletion
+// that no hand-off follows within handoffGrace gets one queue step, which
+// grants the head whichever Client it belongs to. A releaser that died
+// between its release and its hand-off is cured the same way. The same
+// holds for readers and permit holders, whose releases are told from
+// expiries by the release marker each writes (see follow).
+//
+// Only the head's Driver watches the name (a head watch); the Driver of
+// any other waiter watches the key of the waiter ahead of it (a behind
+// watch, see chain.go), and when that key goes, its waiter may be the head
+// and its Driver watches the name. So a release and its hand-off send
+// events to one Driver, not to every Driver with a waiter, which under
+// contention was a notification herd.
 type expiryWatches struct {
 	d      *Driver
 	ctx    context.Context // ends every watch on Close
 	cancel context.CancelFunc
 
 	mu     sync.Mutex
-	names  map[string]*expiryWatch
+	names  map[string]*expiryWatch // head watches
+	behind map[waiterRef]*behindWatch
 	closed bool
 	wg     sync.WaitGroup
 
@@ -45,13 +53,16 @@ type expiryWatches struct {
 // expiryWatch is one watched name. It lasts while a local waiter may still
 // wait on the name: until is extended by every request of such a waiter
 // (enqueue, poke, renewal of its place) by that request's TTL, after which
-// its place would have expired anyway.
+// its place would have expired anyway. A watch started for waiters (ids)
+// ends as soon as the last of them is granted or leaves.
 type expiryWatch struct {
-	until time.Time // guarded by expiryWatches.mu
+	until time.Time       // guarded by expiryWatches.mu
+	ids   map[string]bool // the waiters it is for; guarded by expiryWatches.mu
+	stop  context.CancelFunc
 }
 
 func newExpiryWatches(d *Driver) *expiryWatches {
-	x := &expiryWatches{d: d, names: make(map[string]*expiryWatch)}
+	x := &expiryWatches{d: d, names: make(map[string]*expiryWatch), behind: make(map[waiterRef]*behindWatch)}
 	x.ctx, x.cancel = context.WithCancel(context.Background())
 	return x
 }
@@ -60,6 +71,14 @@ func newExpiryWatches(d *Driver) *expiryWatches {
 // if a new watch starts (rev: the revision a queue step read, so that a
 // deletion after that read is not missed).
 func (x *expiryWatches) keep(name string, rev int64, ttl time.Duration) {
+	x.head(name, "", rev, ttl, false)
+}
+
+// head makes sure name is watched for ttl from now, for waiter id if not
+// "". A new watch starts from revision rev+1; unheld starts it as if it
+// had seen the lock key deleted (see promote): a queue step follows
+// unless a new holder's put comes within handoffGrace.
+func (x *expiryWatches) head(name, id string, rev int64, ttl time.Duration, unheld bool) {
 	until := time.Now().Add(ttl)
 	x.mu.Lock()
 	defer x.mu.Unlock()
@@ -70,32 +89,58 @@ func (x *expiryWatches) keep(name string, rev int64, ttl time.Duration) {
 		if until.After(w.until) {
 			w.until = until
 		}
+		if id != "" {
+			w.ids[id] = true
+		}
 		return
 	}
-	w := &expiryWatch{until: until}
+	w := &expiryWatch{until: until, ids: map[string]bool{}}
+	if id != "" {
+		w.ids[id] = true
+	}
+	ctx, stop := context.WithCancel(x.ctx)
+	w.stop = stop
 	x.names[name] = w
 	x.wg.Add(1)
-	go x.follow(name, w, rev)
+	go x.follow(ctx, name, w, rev, unheld)
 }
 
-// follow watches name until the watch lapses, etcd ends it or the driver
-// closes. A watch etcd ends is not made again: the waiters' own pokes and
-// renewals still grant, and their next request restarts it.
+// leaveHeadLocked ends id's part in name's head watch, and the watch with
+// the last of its waiters; called with x.mu held.
+func (x *expiryWatches) leaveHeadLocked(name, id string) {
+	w := x.names[name]
+	if w == nil || !w.ids[id] {
+		return
+	}
+	delete(w.ids, id)
+	if len(w.ids) == 0 {
+		w.stop()
+		delete(x.names, name)
+	}
+}
+
+// follow watches name until the watch lapses, etcd ends it, its waiters
+// leave (ctx) or the driver closes; unheld starts it with the grace of a
+// deleted lock key (see head). A watch etcd ends is not made again: the
+// waiters' own pokes and renewals still grant, and their next request
+// restarts it.
 //
 // Three watches tell an expiry from a release, with no request of their
 // own: the lock key (a release that hands off puts it again), the name's
 // reader and permit holder keys, and the name's release markers (a
 // holder's release writes its marker in the same revision as it deletes
 // its key; an expiry deletes the key alone).
-func (x *expiryWatches) follow(name string, w *expiryWatch, rev int64) {
+func (x *expiryWatches) follow(ctx context.Context, name string, w *expiryWatch, rev int64, unheld bool) {
 	defer x.wg.Done()
 	defer x.drop(name, w)
-	ctx, cancel := context.WithCancel(clientv3.WithRequireLeader(x.ctx))
+	ctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
 	watches := x.watch(ctx, name, rev)
-	signs := expirySigns{holderGone: map[int64]bool{}, marked: map[int64]bool{}}
-	grace := time.NewTimer(time.Hour)
-	grace.Stop()
+	signs := expirySigns{lockGone: unheld, holderGone: map[int64]bool{}, marked: map[int64]bool{}}
+	grace := time.NewTimer(handoffGrace)
+	if !unheld {
+		grace.Stop()
+	}
 	defer grace.Stop()
 	lapse := time.NewTimer(x.left(w))
 	defer lapse.Stop()

@@ -73,6 +73,7 @@ func (d *Driver) WatchGrants(ctx context.Context, inbox string, onGrant func(dri
 					}
 					// Written by the granting Txn: only a client allowed to
 					// write the queue could have made it (driver.Grant).
+					d.expiry.gone(a.Key, a.ID)
 					onGrant(driver.Grant{Key: a.Key, ID: a.ID, Token: uint64(ev.Kv.ModRevision), Confirmed: true})
 				}
 			}

@@ -140,6 +140,9 @@ type stepOutcome struct {
 	probeLease clientv3.LeaseID
 	// rev is the revision the step read the name at.
 	rev int64
+	// pred is the key of the waiter just ahead of req or probe, if it
+	// waits after the step; "" if it is the head (see keepWaiter).
+	pred string
 }
 
 // Enqueue implements driver.Queuer. Its first Txn grants req on a free
@@ -154,8 +157,12 @@ func (d *Driver) Enqueue(ctx context.Context, req driver.QueueRequest) (driver.Q
 	ctx, cancel := d.callCtx(ctx)
 	defer cancel()
 	out, err := d.step(ctx, req.Key, &req, "")
-	if err == nil && out.res.Queued {
-		d.expiry.keep(req.Key, out.rev, req.TTL)
+	switch {
+	case err != nil:
+	case out.res.Queued:
+		d.expiry.keepWaiter(req.Key, req.ID, out.rev, req.TTL, out.pred)
+	case out.res.Granted:
+		d.expiry.gone(req.Key, req.ID) // if it waited: a waiter learning of its grant
 	}
 	return out.res, err
 }
@@ -280,7 +287,11 @@ func (d *Driver) stepOnce(ctx context.Context, start time.Time, name string, st 
 	if probe != "" {
 		if w, ok := heads.waiting(probe); ok {
 			out.probeLease = clientv3.LeaseID(w.kv.Lease)
+			out.pred = heads.ahead(probe)
 		}
+	}
+	if req != nil && a.res.Queued {
+		out.pred = heads.ahead(req.ID)
 	}
 	if len(tx.ops) > 0 {
 		rev, retry, err := d.commitStep(ctx, &tx)
@@ -338,6 +349,19 @@ type stepHeads struct {
 	occ     occupancy       // the holders, those just granted included
 	granted map[string]bool // the ids granted by this step
 	left    []queued        // the waiters left waiting, in order
+}
+
+// ahead is the key of the waiter left waiting just ahead of id, or of the
+// last one if id is not among them (it joins behind them); "" for none.
+func (h stepHeads) ahead(id string) string {
+	pred := ""
+	for _, w := range h.left {
+		if w.v.ID == id {
+			return pred
+		}
+		pred = string(w.kv.Key)
+	}
+	return pred
 }
 
 // waiting finds id among the waiters left waiting.

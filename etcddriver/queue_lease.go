@@ -37,7 +37,9 @@ func (d *Driver) renewQueued(ctx context.Context, r driver.RenewRequest) (bool, 
 			return false, err
 		}
 		if lease = out.probeLease; lease != 0 {
-			d.expiry.keep(r.Key, out.rev, r.TTL) // still waiting
+			d.expiry.keepWaiter(r.Key, r.ID, out.rev, r.TTL, out.pred) // still waiting
+		} else {
+			d.expiry.gone(r.Key, r.ID)
 		}
 	} else {
 		resp, err := d.cli.Get(ctx, d.holderKey(r.Key, r.ID))
@@ -78,7 +80,9 @@ func (d *Driver) Release(ctx context.Context, reqs []driver.ReleaseRequest) ([]d
 // from a lease that was lost (NotHeld).
 func (d *Driver) releaseQueued(ctx context.Context, r driver.ReleaseRequest) (driver.ReleaseResult, error) {
 	var read *clientv3.TxnResponse // releaseHolder's, for the first round
-	if r.Kind != driver.KindWaiter {
+	if r.Kind == driver.KindWaiter {
+		d.expiry.gone(r.Key, r.ID)
+	} else {
 		res, resp, err := d.releaseHolder(ctx, r)
 		if err != nil || res != 0 {
 			return res, err
