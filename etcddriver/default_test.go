@@ -10,10 +10,10 @@ import (
 	"github.com/dlockio/dlock/etcddriver/internal/etcdserver"
 )
 
-// On etcd a Lock without options waits the plain way (the driver does not
-// queue by default: its queue costs an extra RPC per cycle); WithFIFO
-// takes a place in the queue.
-func TestLockIsPlainByDefault(t *testing.T) {
+// On etcd, as on Redis, a Lock without options takes a place in the
+// queue (the driver queues by default: an uncontended cycle through the
+// queue costs what a plain one does); WithoutFIFO waits the plain way.
+func TestLockIsFairByDefault(t *testing.T) {
 	m := member(t)
 	d := newDriver(t, etcdserver.Client(t, m.Addr()))
 	newClient := func() *dlock.Client {
@@ -36,8 +36,8 @@ func TestLockIsPlainByDefault(t *testing.T) {
 		opts   []dlock.LockOption
 		queued int
 	}{
-		{"default", nil, 0},
-		{"WithFIFO", []dlock.LockOption{dlock.WithFIFO()}, 1},
+		{"default", nil, 1},
+		{"WithoutFIFO", []dlock.LockOption{dlock.WithoutFIFO()}, 0},
 	} {
 		wctx, cancel := context.WithCancel(ctx)
 		done := make(chan error, 1)
@@ -59,6 +59,21 @@ func TestLockIsPlainByDefault(t *testing.T) {
 		cancel()
 		if err := <-done; !errors.Is(err, context.Canceled) {
 			t.Fatalf("%s: cancelled Lock: %v", tc.name, err)
+		}
+		// A cancelled waiter's place is released in the background: the
+		// next case counts only its own.
+		for {
+			q, _, err := holder.InspectQueue(ctx, "job")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(q.Waiters) == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: the cancelled waiter's place is still queued: %+v", tc.name, q)
+			}
+			time.Sleep(time.Millisecond)
 		}
 	}
 }

@@ -79,7 +79,7 @@
 // TTL after its last keep-alive. The Txn fails with "lease not found" if
 // the lease expired, and the driver then grants a new one. When no lease
 // of that TTL exists yet, the first acquisition costs a LeaseGrant more.
-// An uncontended plain Lock and Unlock is two Txns.
+// An uncontended Lock and Unlock is two Txns.
 //
 // # Several locks at once
 //
@@ -96,15 +96,15 @@
 // and permit holders are keys beside them; a fair lock's or writer's grant
 // is the plain lock key itself, so plain and queued acquisitions exclude
 // each other and share one token sequence, and Acquire refuses a name
-// whose queue range is not empty. An Enqueue's first Txn grants a free
-// name (no lock key, an empty queue range) at once, so an uncontended
-// fair Lock, RLock or permit costs what a plain Lock does, and on a busy
-// name queues the waiter at once. A release hands off in one more Txn.
-// Other requests that touch a queued name read it and send one Txn,
-// conditional on what they read, that grants the queue heads that fit
-// (each on its waiter's lease) and announces each grant on the waiter's
-// inbox key, which WatchGrants watches. A conflict is read again. See
-// docs/etcd.md.
+// whose queue range is not empty. Lock queues by default
+// (Capabilities.QueueByDefault): an Enqueue's first Txn grants a free name
+// (no lock key, an empty queue range) at once, so an uncontended fair
+// Lock, RLock or permit costs what a plain Lock does, and on a busy name
+// queues the waiter at once. A release hands off in one more Txn. Other
+// requests that touch a queued name read it and send one Txn, conditional
+// on what they read, that grants the queue heads that fit (each on its
+// waiter's lease) and announces each grant on the waiter's inbox key,
+// which WatchGrants watches. A conflict is read again. See docs/etcd.md.
 //
 // # Waiting
 //

@@ -123,17 +123,19 @@ func New(cli *clientv3.Client, opts ...Option) (*Driver, error) {
 // timeout. A lock put on a shared lease lasts a TTL from that lease's
 // last keep-alive, which may have been sent up to keepAliveReuse before
 // the acquisition: that is the ExpiryMargin. Every call honours its
-// context (gRPC cancels the request), so the driver is ContextAware. Not
-// QueueByDefault: an uncontended acquisition through the queue takes 3
-// RPCs where a plain one takes 2, and longer (BenchmarkFairVersusPlain,
-// docs/benchmarks.md), so Lock stays plain unless WithFIFO.
+// context (gRPC cancels the request), so the driver is ContextAware.
+// QueueByDefault: an uncontended acquisition through the queue is one Txn,
+// as a plain one is, and under contention the queue wakes one waiter per
+// release where plain waiters all race (BenchmarkFairVersusPlain,
+// docs/benchmarks.md).
 func (d *Driver) Capabilities() driver.Capabilities {
 	return driver.Capabilities{
-		TTLUnit:      time.Second,
-		MinTTL:       MinTTL,
-		ExpiryMargin: keepAliveReuse,
-		MaxBatch:     MaxBatch,
-		ContextAware: true,
+		TTLUnit:        time.Second,
+		MinTTL:         MinTTL,
+		ExpiryMargin:   keepAliveReuse,
+		MaxBatch:       MaxBatch,
+		ContextAware:   true,
+		QueueByDefault: true,
 	}
 }
 

@@ -28,7 +28,7 @@ func BenchmarkFairVersusPlain(b *testing.B) {
 	}
 	defer c.Close()
 	ctx := context.Background()
-	paths := [2][]dlock.LockOption{nil, {dlock.WithFIFO()}}
+	paths := [2][]dlock.LockOption{{dlock.WithoutFIFO()}, {dlock.WithFIFO()}}
 	var wall [2]time.Duration
 	var rpcs [2]int
 	run := func(p int) {
