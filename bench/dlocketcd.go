@@ -62,7 +62,8 @@ func (e etcdDlock) close() {
 
 type dlockEtcdWorker struct {
 	etcdDlock
-	ttl time.Duration
+	ttl  time.Duration
+	opts []dlock.LockOption // besides the TTL: the variant's WithFIFO or WithoutFIFO
 }
 
 func newDlockEtcdWorker(e env) (worker, error) {
@@ -73,8 +74,31 @@ func newDlockEtcdWorker(e env) (worker, error) {
 	return &dlockEtcdWorker{etcdDlock: d, ttl: etcdLockTTL(e.ttl)}, nil
 }
 
+// newDlockEtcdPlainWorker is a worker of the dlock-etcd-plain peer: Lock
+// with WithoutFIFO on etcd, woken by an etcd watch of the lock key and
+// racing the other waiters.
+func newDlockEtcdPlainWorker(e env) (worker, error) {
+	w, err := newDlockEtcdWorker(e)
+	if err != nil {
+		return nil, err
+	}
+	w.(*dlockEtcdWorker).opts = []dlock.LockOption{dlock.WithoutFIFO()}
+	return w, nil
+}
+
+// newDlockEtcdFIFOWorker is a worker of the dlock-etcd-fifo peer: Lock
+// with WithFIFO on etcd, whatever the driver's default.
+func newDlockEtcdFIFOWorker(e env) (worker, error) {
+	w, err := newDlockEtcdWorker(e)
+	if err != nil {
+		return nil, err
+	}
+	w.(*dlockEtcdWorker).opts = []dlock.LockOption{dlock.WithFIFO()}
+	return w, nil
+}
+
 func (w *dlockEtcdWorker) lock(ctx context.Context, key string) (unlockFunc, error) {
-	l, err := w.c.Lock(ctx, key, dlock.WithTTL(w.ttl))
+	l, err := w.c.Lock(ctx, key, append([]dlock.LockOption{dlock.WithTTL(w.ttl)}, w.opts...)...)
 	if err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -122,4 +123,56 @@ func (h *etcdHolder) lost() int {
 func (h *etcdHolder) close() {
 	_ = h.s.Close() // revokes the lease, deleting every lock key
 	_ = h.cli.Close()
+}
+
+// etcdTxnWorker is the etcd-txn diagnostic peer: the etcd peer with the
+// writes dlock-etcd's release makes, to tell what those cost from what
+// the rest of dlock does. Its Unlock is one Txn that deletes the key only
+// if it is still there (a compare, where Mutex.Unlock deletes blindly)
+// and writes a release marker beside it, on a lease of its own, as
+// dlock-etcd's release does. A floor, not a usable lock: the compare does
+// not tell this acquisition's key from a later one of the same session.
+type etcdTxnWorker struct {
+	*etcdWorker
+	markers clientv3.LeaseID
+	n       int
+}
+
+func newEtcdTxnWorker(e env) (worker, error) {
+	w, err := newEtcdWorker(e)
+	if err != nil {
+		return nil, err
+	}
+	ew := w.(*etcdWorker)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	lease, err := ew.cli.Grant(ctx, 60)
+	if err != nil {
+		ew.close()
+		return nil, err
+	}
+	return &etcdTxnWorker{etcdWorker: ew, markers: lease.ID}, nil
+}
+
+func (w *etcdTxnWorker) lock(ctx context.Context, key string) (unlockFunc, error) {
+	m := w.mutexes[key]
+	if m == nil {
+		m = concurrency.NewMutex(w.s, etcdPrefix+key)
+		w.mutexes[key] = m
+	}
+	if err := m.Lock(ctx); err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context) error {
+		w.n++
+		marker := fmt.Sprintf("%sreleased/%s/%x/%d", etcdPrefix, key, int64(w.s.Lease()), w.n)
+		resp, err := w.cli.Txn(ctx).
+			If(clientv3.Compare(clientv3.CreateRevision(m.Key()), ">", 0)).
+			Then(clientv3.OpDelete(m.Key()), clientv3.OpPut(marker, "", clientv3.WithLease(w.markers))).
+			Commit()
+		if err == nil && !resp.Succeeded {
+			err = errors.New("etcd-txn: lock key gone before its release")
+		}
+		return err
+	}, nil
 }

@@ -67,7 +67,7 @@ func parseOptions() options {
 	flag.DurationVar(&o.duration, "duration", 5*time.Second, "measured time per peer and cycle workload, split into rounds")
 	flag.IntVar(&o.rounds, "rounds", 10, "interleaved rounds per cycle workload")
 	flag.StringVar(&o.workloads, "workloads", "serial,uncontended,handoff,contended,held", "comma-separated workloads to run (also: rwlock, semaphore)")
-	flag.StringVar(&o.peers, "peers", "dlock,dlock-plain,raw,redislock,redsync,rueidislock,etcd,dlock-etcd", "comma-separated peers to run")
+	flag.StringVar(&o.peers, "peers", "dlock,dlock-plain,raw,redislock,redsync,rueidislock,etcd,dlock-etcd,dlock-etcd-plain", "comma-separated peers to run")
 	smoke := flag.Bool("smoke", false, "run every workload briefly with small lease counts (for CI)")
 	flag.StringVar(&o.redisAddr, "redis", "", "use this Redis server (host:port; it is flushed) instead of starting one")
 	flag.DurationVar(&o.ttl, "ttl", 10*time.Second, "lock TTL in the cycle workloads")

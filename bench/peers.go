@@ -68,7 +68,8 @@ func allPeers() []peer {
 		{name: "redsync", waits: "polling", newWorker: newRedsyncWorker},
 		{name: "rueidislock", waits: "client-side caching invalidation", newWorker: newRueidisWorker, newHolder: newRueidisHolder},
 		{name: "etcd", waits: "watch on the previous key", newWorker: newEtcdWorker, newHolder: newEtcdHolder, etcd: true},
-		{name: "dlock-etcd", waits: "etcd watch on the lock key, TTL fallback", newWorker: newDlockEtcdWorker, newHolder: newDlockEtcdHolder, etcd: true},
+		{name: "dlock-etcd", waits: "FIFO queue in etcd (Lock's default): the release grants the head and announces it on the head's watched inbox", newWorker: newDlockEtcdWorker, newHolder: newDlockEtcdHolder, etcd: true},
+		{name: "dlock-etcd-plain", waits: "Lock with WithoutFIFO: etcd watch on the lock key, TTL fallback", newWorker: newDlockEtcdPlainWorker, etcd: true},
 	}
 }
 
@@ -80,6 +81,8 @@ func diagnosticPeers() []peer {
 		{name: "min-fifo", waits: "raw-fifo plus what the fair lock's promises need of the store: waiter expiry, fencing, ownership check (a floor, not a usable lock)", newWorker: newMinFIFOWorker},
 		{name: "dlock-shared", waits: "as dlock-plain, but all workers share one Client: waiters queue in-process and a release wakes one", newWorker: newSharedDlockWorker},
 		{name: "dlock-shared-fair", waits: "as dlock (Lock's default, FIFO), but all workers share one Client", newWorker: newSharedFairDlockWorker},
+		{name: "etcd-txn", waits: "as etcd; Unlock is one Txn that deletes the key if it is still there and writes a release marker, as dlock-etcd's release does (a floor, not a usable lock: see etcd.go)", newWorker: newEtcdTxnWorker, etcd: true},
+		{name: "dlock-etcd-fifo", waits: "Lock with WithFIFO on etcd, whatever the driver's default", newWorker: newDlockEtcdFIFOWorker, etcd: true},
 		{name: "dlock-inline", waits: "as dlock, with driver calls on the caller's goroutine (a floor, not a usable lock: see inline.go)", newWorker: newInlineDlockWorker},
 	}
 }
