@@ -92,11 +92,11 @@ func (c *Client) TryLock(ctx context.Context, key string, opts ...LockOption) (*
 	return c.lock(ctx, key, opts, true)
 }
 
-// Lock acquires key, waiting as long as ctx allows. On the Redis and
+// Lock acquires key, waiting as long as ctx allows. On the Redis, etcd and
 // in-memory drivers it waits its turn in a queue kept by the store, first
 // come first served, and the holder's release hands the lock straight to
-// the first waiter (WithFIFO; WithoutFIFO opts out). Otherwise, and on
-// etcd, it is woken by the release notification of the current holder,
+// the first waiter (WithFIFO; WithoutFIFO opts out). Otherwise (with
+// WithoutFIFO, or on a driver without a queue) it is woken by the release notification of the current holder,
 // and in any case after the holder's remaining TTL. When ctx ends first
 // the error satisfies errors.Is(err, ctx.Err()) — whatever timeouts the
 // store client was built with; a store failure returns an error matching

@@ -15,10 +15,9 @@ import (
 // drops out within one TTL, a live one is never passed over. Lock returns
 // an error matching ErrUnsupported on a driver without queued leases.
 //
-// It is the default of Lock on the Redis and in-memory drivers, whose
-// queued acquisition costs what a plain one does when uncontended (Redis:
-// 1.03 times the time and Redis time per cycle, docs/fair-lock.md); on
-// etcd, where it costs an extra RPC, Lock is plain unless given WithFIFO.
+// It is the default of Lock on the Redis, etcd and in-memory drivers,
+// whose queued acquisition costs what a plain one does when uncontended
+// (docs/benchmarks.md); WithoutFIFO opts out.
 //
 // TryLock accepts it too: one attempt through the queue, refused while
 // anyone waits (a plain TryLock is refused then as well, so without the

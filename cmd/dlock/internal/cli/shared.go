@@ -52,8 +52,8 @@ func (k leaseKind) take(ctx context.Context, c *dlock.Client, key string, try bo
 	case try:
 		return c.TryLock(ctx, key, opts...)
 	}
-	// In the store's queue on every backend (etcd's Lock is plain unless
-	// asked): runs are served in the order they asked, and --shared runs
+	// In the store's queue on every backend, whatever a driver's default:
+	// runs are served in the order they asked, and --shared runs
 	// that come later wait behind this one instead of overtaking it.
 	return c.Lock(ctx, key, append(opts, dlock.WithFIFO())...)
 }
