@@ -2,9 +2,11 @@ package etcddriver
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/dlockio/dlock/driver"
@@ -50,6 +52,10 @@ type Driver struct {
 	markers *markerLease
 	expiry  *expiryWatches
 	busy    busyNames // for Enqueue, see enqueueOnce
+
+	// silentAt is when a release last went unanswered for long (see
+	// noteSilence); nil until one does.
+	silentAt atomic.Pointer[time.Time]
 
 	closeOnce sync.Once
 	closeErr  error
@@ -204,19 +210,47 @@ func (d *Driver) nameOf(key []byte) string {
 // expires with its lease's TTL.
 const closeTimeout = time.Second
 
+// silentFor is how long a release must have waited for an answer in vain
+// for Close to take the store as silent (noteSilence).
+const silentFor = closeTimeout / 2
+
+// noteSilence records that a release which waited since start ended
+// without an answer, because its context's deadline passed (err is nil
+// when the call was answered). A Client's Close releases its locks before
+// it closes the driver, and gives up after a second without an answer
+// (docs/lease.md): the driver's own revocation would then only wait for
+// the same silent store a second time.
+func (d *Driver) noteSilence(ctx context.Context, start time.Time, err error) {
+	if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) && time.Since(start) >= silentFor {
+		now := time.Now()
+		d.silentAt.Store(&now)
+	}
+}
+
+// silentLately reports whether a release went unanswered (noteSilence)
+// within the last closeTimeout.
+func (d *Driver) silentLately() bool {
+	at := d.silentAt.Load()
+	return at != nil && time.Since(*at) < closeTimeout
+}
+
 // Close implements driver.Driver. It revokes the driver's leases — which
 // deletes any lock still attached to them, so none outlives its Client by
 // a TTL — for at most a second (or the request timeout, if shorter): what
-// it could not revoke by then expires with its lease. It closes the etcd
+// it could not revoke by then expires with its lease. It does not try
+// when a release went unanswered for half a second or more within the
+// last second (noteSilence). It closes the etcd
 // client only if the driver made it (Open); a client passed to New is the
 // caller's to close.
 func (d *Driver) Close() error {
 	d.closeOnce.Do(func() {
 		d.expiry.close()
-		ctx, cancel := context.WithTimeout(context.Background(), min(closeTimeout, d.timeout))
-		defer cancel()
-		d.leases.revokeAll(ctx)
-		d.markers.revoke(ctx)
+		if !d.silentLately() {
+			ctx, cancel := context.WithTimeout(context.Background(), min(closeTimeout, d.timeout))
+			d.leases.revokeAll(ctx)
+			d.markers.revoke(ctx)
+			cancel()
+		}
 		if d.ownsClient {
 			d.closeErr = d.cli.Close()
 		}

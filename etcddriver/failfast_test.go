@@ -275,3 +275,37 @@ func TestReconnectsSoon(t *testing.T) {
 		t.Errorf("connected %v after etcd was back, want at most %v", took, limit)
 	}
 }
+
+// A Client's Close on a silent store (a paused member: connections open,
+// no answers) waits for the store once, not twice: the engine's release of
+// the locks held gives up after a second without an answer, and the
+// driver then does not spend another second on revoking its lease with a
+// store that has just shown it does not answer. What Close left expires
+// with the lease. Before, Close took the engine's second and then the
+// driver's.
+func TestClientCloseOnSilentStore(t *testing.T) {
+	m := member(t)
+	d, err := New(etcdserver.Client(t, m.Addr()), WithPrefix(t.Name()+"/"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := dlock.New(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.TryLock(ctxT(t), "k", dlock.WithTTL(30*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	m.Pause()
+	defer m.Resume()
+	start := time.Now()
+	err = c.Close()
+	took := time.Since(start)
+	t.Logf("Client.Close on a silent store: %v after %v", err, took.Round(time.Millisecond))
+	// Waiting twice takes 2*closeTimeout; once, closeTimeout and the CPU
+	// Close needs, which a loaded machine stretches by far less than
+	// half a second.
+	if limit := closeTimeout + closeTimeout/2; took > limit {
+		t.Errorf("Client.Close on a silent store took %v, want at most %v: it waited for the store more than once", took, limit)
+	}
+}

@@ -3,6 +3,7 @@ package etcddriver
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/dlockio/dlock/driver"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -71,7 +72,10 @@ func (d *Driver) Release(ctx context.Context, reqs []driver.ReleaseRequest) ([]d
 			return nil, err
 		}
 	}
-	return byKind(ctx, d, reqs, func(r driver.ReleaseRequest) driver.Kind { return r.Kind }, d.releaseLocks, d.releaseQueued)
+	start := time.Now()
+	res, err := byKind(ctx, d, reqs, func(r driver.ReleaseRequest) driver.Kind { return r.Kind }, d.releaseLocks, d.releaseQueued)
+	d.noteSilence(ctx, start, err)
+	return res, err
 }
 
 // releaseQueued releases one reader, permit or waiter's place. A waiter
