@@ -217,7 +217,7 @@ const silentFor = closeTimeout / 2
 // noteSilence records that a release which waited since start ended
 // without an answer, because its context's deadline passed (err is nil
 // when the call was answered). A Client's Close releases its locks before
-// it closes the driver, and gives up after a second without an answer
+// it closes the driver, and gives up after 0.8 s without an answer
 // (docs/lease.md): the driver's own revocation would then only wait for
 // the same silent store a second time.
 func (d *Driver) noteSilence(ctx context.Context, start time.Time, err error) {

@@ -278,7 +278,7 @@ func TestReconnectsSoon(t *testing.T) {
 
 // A Client's Close on a silent store (a paused member: connections open,
 // no answers) waits for the store once, not twice: the engine's release of
-// the locks held gives up after a second without an answer, and the
+// the locks held gives up after 0.8 s without an answer, and the
 // driver then does not spend another second on revoking its lease with a
 // store that has just shown it does not answer. What Close left expires
 // with the lease. Before, Close took the engine's second and then the

@@ -20,8 +20,11 @@ const (
 	// up on the rest at once rather than spend closeDrainTimeout on it (a
 	// service shutting down during an outage must not hang; what is not
 	// released expires with its TTL). A live store answers a batch of
-	// MaxBatch in milliseconds.
-	closeCallTimeout = time.Second
+	// MaxBatch in milliseconds. Below a second, so that Close during an
+	// outage returns within one, the driver's own closing included (the
+	// etcd driver does not wait for a store that just left a release
+	// unanswered).
+	closeCallTimeout = 800 * time.Millisecond
 	// maxQueuedReleases bounds the queue during an outage: a release is an
 	// optimisation (the lock expires anyway), so beyond it the oldest are
 	// dropped — they are the closest to expiring.
