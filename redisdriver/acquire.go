@@ -3,6 +3,7 @@ package redisdriver
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/dlockio/dlock/driver"
@@ -16,6 +17,14 @@ import (
 // go-redis resends a command whose reply was lost — finds its own lock and
 // answers Acquired with the token it was issued, instead of busy.
 func (d *Driver) Acquire(ctx context.Context, req driver.AcquireRequest) (driver.AcquireResult, error) {
+	return d.acquire(ctx, req, 0)
+}
+
+// acquire is Acquire with a floor for the token issued (0 for none): a
+// quorum proposes one so that its masters issue the same token
+// (quorum.go). The floor goes to acquire.lua as a fifth argument only when
+// set, so the single Driver's request is unchanged.
+func (d *Driver) acquire(ctx context.Context, req driver.AcquireRequest, floor uint64) (driver.AcquireResult, error) {
 	if err := checkID(req.ID); err != nil {
 		return driver.AcquireResult{}, err
 	}
@@ -27,8 +36,11 @@ func (d *Driver) Acquire(ctx context.Context, req driver.AcquireRequest) (driver
 		waiting = "1"
 	}
 	lock, last := d.lockAndLast(req.Key)
-	reply, err := d.run(ctx, acquireScript, []string{lock, last, lock + queueSuffix},
-		idPrefix(req.ID), req.TTL.Milliseconds(), d.valueRest(time.Now(), req.Owner), waiting).Result()
+	args := []any{idPrefix(req.ID), req.TTL.Milliseconds(), d.valueRest(time.Now(), req.Owner), waiting}
+	if floor != 0 {
+		args = append(args, strconv.FormatUint(floor, 10))
+	}
+	reply, err := d.run(ctx, acquireScript, []string{lock, last, lock + queueSuffix}, args...).Result()
 	if err != nil {
 		return driver.AcquireResult{}, err
 	}

@@ -5,6 +5,9 @@
 -- ARGV[3] the rest of the value (SEP "<since ms>" SEP "<owner JSON>"),
 -- ARGV[4] '1' when the caller will wait and needs the holder's PTTL (it
 -- waits for the release channel: note_waiting in lib.lua)
+-- ARGV[5], optional: a floor for the token, as digits without a leading
+-- zero below MAX_TOKEN (checked by the driver): a quorum's proposal, so
+-- that its masters issue the same token (quorum.go)
 -- Returns the token, as a string of digits, when acquired; the holder's
 -- PTTL, an integer, when busy (TTL_UNKNOWN when not asked for). One scalar
 -- reply, and no number formatted in the common case: a table reply and
@@ -42,5 +45,9 @@ end
 
 -- See next_token (lib.lua) for why the token exceeds every earlier one.
 local tok = next_token(redis.call('TIME'), last, KEYS[2])
+local floor = ARGV[5]
+if floor and (#floor > #tok or (#floor == #tok and floor > tok)) then -- (see token_digits)
+  tok = floor
+end
 redis.call('SET', KEYS[1], ARGV[1] .. tok .. ARGV[3], 'PX', ARGV[2])
 return tok

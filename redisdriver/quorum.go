@@ -1,0 +1,278 @@
+package redisdriver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/dlockio/dlock/driver"
+	"github.com/dlockio/dlock/internal/options"
+	"github.com/redis/go-redis/v9"
+)
+
+// ErrNoQuorum is returned by a Quorum's calls when fewer than a majority
+// of its masters answered (down, unreachable, too slow, or restarted too
+// recently to vote): nothing can be decided. dlock reports it as a backend
+// error (dlock.ErrBackend).
+var ErrNoQuorum = errors.New("redisdriver: fewer than a majority of the quorum's masters answered")
+
+// Defaults of a Quorum's options.
+const (
+	// DefaultVoteTimeout is how long a Quorum waits for each master's
+	// answer (WithVoteTimeout).
+	DefaultVoteTimeout = 200 * time.Millisecond
+	// quorumMinTTL is a Quorum's Capabilities.MinTTL: the token proof needs
+	// the TTL to exceed the masters' clock differences plus tokenLead
+	// (docs/quorum.md), and a TTL shorter than a few vote timeouts is
+	// mostly spent voting.
+	quorumMinTTL = 50 * time.Millisecond
+	// tokenLead is how far ahead of the client's clock a Quorum proposes
+	// tokens: far enough that every master's own next token is below the
+	// proposal, so that all issue the proposal itself and no write-back is
+	// needed (quorum_vote.go).
+	tokenLead = 2 * time.Millisecond
+	// splitVoteRetries is how many more times one Acquire votes again after
+	// a split vote: rivals that each won a minority all release it.
+	splitVoteRetries = 3
+	// maxMasters is the most masters a Quorum takes (a watcher keeps one
+	// bit per master: quorumWatcher.notify).
+	maxMasters = 64
+)
+
+// Quorum implements driver.Driver over N independent Redis masters, the
+// way Redlock does, with fencing tokens that still strictly increase per
+// name. Each master runs the single-master Driver's scripts; a lock is held
+// when a majority of the masters granted it, and the lease's token is the
+// highest of that majority's, recorded by all of it before Acquire
+// returns. docs/quorum.md gives the rules, the proof of the tokens' order
+// and its assumptions.
+//
+// Make one with NewQuorum; OpenQuorum makes one inside a dlock Client.
+// A Quorum has no queue: the fair lock, RWMutex and Semaphore fail with an
+// error matching errors.ErrUnsupported, and Lock waits the plain way. It
+// has no operators' view (Inspector) either.
+type Quorum struct {
+	members  []*member
+	majority int
+	cfg      quorumConfig
+	// lastToken is the highest token this Quorum has seen: the next
+	// proposal is above it.
+	lastToken atomic.Uint64
+	pendingMu sync.Mutex
+	pending   map[string]*pendingRelease // by ID: see releaseInBackground
+	// calls are the goroutines of fanOut, which may outlive it by the
+	// store client's own timeouts, and the background releases of votes
+	// that did not make a lease; Close waits for them. Each is added by a
+	// call or goroutine that is itself counted, or by a driver call, which
+	// the engine does not make once it closes the driver.
+	calls     sync.WaitGroup
+	closeOnce sync.Once
+	closeErr  error
+	ownsConns bool // made by OpenQuorum: Close closes the clients
+}
+
+var (
+	_ driver.Driver     = (*Quorum)(nil)
+	_ driver.KeyChecker = (*Quorum)(nil)
+)
+
+type quorumConfig struct {
+	driverOpts   []Option
+	voteTimeout  time.Duration
+	restartDelay time.Duration
+	delaySet     bool // WithRestartDelay given: restartDelay, not the request's TTL
+}
+
+// QuorumOption configures a Quorum.
+type QuorumOption func(*quorumConfig) error
+
+// WithMasterOptions applies opts (WithPrefix, WithFunctions) to the Driver
+// of every master.
+func WithMasterOptions(opts ...Option) QuorumOption {
+	return func(c *quorumConfig) error {
+		c.driverOpts = append(c.driverOpts, opts...)
+		return nil
+	}
+}
+
+// WithVoteTimeout sets how long a Quorum waits for each master's answer to
+// a request. A master that has not answered by then does not count. Default
+// DefaultVoteTimeout; each Acquire also waits at most a quarter of its TTL.
+func WithVoteTimeout(d time.Duration) QuorumOption {
+	return func(c *quorumConfig) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: vote timeout %v, want > 0", driver.ErrInvalid, d)
+		}
+		c.voteTimeout = d
+		return nil
+	}
+}
+
+// WithRestartDelay sets how long a master that restarted stays out of
+// votes, counted from its restart (the server's uptime). By default it is
+// the TTL of the request voted on, which is enough when every lock on the
+// masters uses the same TTL; give the longest TTL in use when they do not
+// (docs/quorum.md). 0 lets a restarted master vote at once: only for
+// masters that lose nothing in a restart (appendfsync always).
+func WithRestartDelay(d time.Duration) QuorumOption {
+	return func(c *quorumConfig) error {
+		if d < 0 {
+			return fmt.Errorf("%w: restart delay %v, want >= 0", driver.ErrInvalid, d)
+		}
+		c.restartDelay, c.delaySet = d, true
+		return nil
+	}
+}
+
+// NewQuorum returns a Quorum over the masters behind clients, one
+// independent master each (a standalone client; not Cluster or Sentinel
+// replicas of one another). The caller keeps ownership of the clients and
+// closes them after the dlock Client. No clients, a nil client or a
+// Cluster client is an error matching driver.ErrInvalid. An odd number of
+// masters, 3 or 5, makes the best use of them.
+func NewQuorum(clients []redis.UniversalClient, opts ...QuorumOption) (*Quorum, error) {
+	if len(clients) == 0 || len(clients) > maxMasters {
+		return nil, fmt.Errorf("%w: a quorum of %d masters (1 to %d)", driver.ErrInvalid, len(clients), maxMasters)
+	}
+	q := &Quorum{majority: len(clients)/2 + 1, pending: map[string]*pendingRelease{}, cfg: quorumConfig{voteTimeout: DefaultVoteTimeout}}
+	if err := options.Apply(&q.cfg, opts); err != nil {
+		return nil, err
+	}
+	for i, c := range clients {
+		if _, ok := c.(*redis.ClusterClient); ok {
+			return nil, fmt.Errorf("%w: master %d of a quorum is a Cluster client", driver.ErrInvalid, i)
+		}
+		d, err := New(c, q.cfg.driverOpts...)
+		if err != nil {
+			return nil, fmt.Errorf("master %d: %w", i, err)
+		}
+		q.members = append(q.members, newMember(d))
+	}
+	return q, nil
+}
+
+// Capabilities implements driver.Driver. The store's facts are those of
+// each master (whole milliseconds, expiry up to ExpiryMargin early): the
+// engine's validity deadline counts from before the Acquire call, earlier
+// than any master's request was sent, and takes 1% of the TTL off for
+// clock-rate differences between the client and each master
+// (docs/quorum.md). A quorum has no queue, so Lock waits the plain way.
+func (q *Quorum) Capabilities() driver.Capabilities {
+	return driver.Capabilities{
+		TTLUnit:        time.Millisecond,
+		MinTTL:         quorumMinTTL,
+		ExpiryMargin:   2 * time.Millisecond,
+		MaxBatch:       MaxBatch,
+		ContextAware:   false,
+		QueueByDefault: false,
+	}
+}
+
+// CheckKey implements driver.KeyChecker with the single Driver's rule.
+func (q *Quorum) CheckKey(key string) error { return q.members[0].d.CheckKey(key) }
+
+// Close implements driver.Driver. It waits for the background releases
+// of votes that did not make a lease, and for answers still on their way
+// (each bounded by the store client's timeouts),
+// then closes the masters' Drivers, and their clients if OpenQuorum made
+// them.
+func (q *Quorum) Close() error {
+	q.closeOnce.Do(func() {
+		q.calls.Wait()
+		var errs []error
+		for _, m := range q.members {
+			m.close()
+			if q.ownsConns {
+				m.d.ownsClient = true
+			}
+			errs = append(errs, m.d.Close())
+		}
+		q.closeErr = errors.Join(errs...)
+	})
+	return q.closeErr
+}
+
+// answer is one master's answer to a fanned-out call.
+type answer[T any] struct {
+	i   int // the master's index
+	v   T
+	err error
+}
+
+// fanOut calls call on every master of idx at once and returns the answers
+// that came within timeout (or before ctx ended), in no order. go-redis
+// does not abort a read in flight when its context ends, so the wait is
+// bounded here; late is called, on the caller's goroutine of that master,
+// with every answer that came after fanOut returned (nil late: dropped).
+func fanOut[T any](ctx context.Context, q *Quorum, idx []int, timeout time.Duration,
+	call func(ctx context.Context, m *member) (T, error), late func(answer[T])) []answer[T] {
+	var (
+		mu      sync.Mutex
+		got     = make([]answer[T], 0, len(idx))
+		ended   bool
+		allDone = make(chan struct{})
+	)
+	for _, i := range idx {
+		q.calls.Add(1)
+		go func() {
+			defer q.calls.Done()
+			cctx, cancel := context.WithTimeout(ctx, timeout)
+			v, err := call(cctx, q.members[i])
+			cancel()
+			a := answer[T]{i: i, v: v, err: err}
+			mu.Lock()
+			if ended {
+				mu.Unlock()
+				if late != nil {
+					late(a)
+				}
+				return
+			}
+			got = append(got, a)
+			if len(got) == len(idx) {
+				close(allDone)
+			}
+			mu.Unlock()
+		}()
+	}
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	select {
+	case <-allDone:
+	case <-timer.C:
+	case <-ctx.Done():
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	ended = true
+	return append([]answer[T](nil), got...)
+}
+
+// all returns the indexes of every master.
+func (q *Quorum) all() []int {
+	idx := make([]int, len(q.members))
+	for i := range idx {
+		idx[i] = i
+	}
+	return idx
+}
+
+// invalid returns the first answer's error that matches driver.ErrInvalid:
+// every master refuses bad input alike, and it is the caller's to fix.
+func invalid[T any](answers []answer[T]) error {
+	for _, a := range answers {
+		if errors.Is(a.err, driver.ErrInvalid) {
+			return a.err
+		}
+	}
+	return nil
+}
+
+// noQuorum is the error of a call that fewer than a majority answered.
+func (q *Quorum) noQuorum(what string, answered int, errs []error) error {
+	return fmt.Errorf("%s: %w (%d of %d, %d needed): %w",
+		what, ErrNoQuorum, answered, len(q.members), q.majority, errors.Join(errs...))
+}

@@ -1,0 +1,130 @@
+package redisdriver
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// member is one master of a Quorum: its Driver, and what the Quorum knows
+// of the server's last restart. A master that restarted without its data
+// has forgotten the locks and tokens it granted, so it must stay out of
+// votes until every lock it granted would have expired anyway (Redlock's
+// delayed restart; docs/quorum.md). A restart always drops the client's
+// connections, so the restart time is read again (INFO server: run_id,
+// uptime_in_seconds) before the first vote after any new connection.
+type member struct {
+	d *Driver
+	// dials counts the connections the client made; checked is its value
+	// when the restart time was last read.
+	dials   atomic.Uint64
+	mu      sync.Mutex
+	checked uint64
+	known   bool
+	runID   string
+	upSince time.Time // the latest the server can have started, by our clock
+}
+
+func newMember(d *Driver) *member {
+	m := &member{d: d}
+	d.rdb.AddHook(dialCounter{&m.dials})
+	return m
+}
+
+// close forgets the restart time: nothing to stop (the hook stays with the
+// client, which may outlive the Quorum, and only counts).
+func (m *member) close() {
+	m.mu.Lock()
+	m.known = false
+	m.mu.Unlock()
+}
+
+// dialCounter is a go-redis hook that counts the connections made.
+type dialCounter struct{ n *atomic.Uint64 }
+
+func (h dialCounter) DialHook(next redis.DialHook) redis.DialHook {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := next(ctx, network, addr)
+		if err == nil {
+			h.n.Add(1)
+		}
+		return c, err
+	}
+}
+
+func (h dialCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+
+func (h dialCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// votes reports whether the master may vote on a request when it must have
+// been up for at least delay: reading its restart time first if a
+// connection was made since it was last read. The read costs a round trip,
+// only after a (re)connection.
+func (m *member) votes(ctx context.Context, delay time.Duration) (bool, error) {
+	m.mu.Lock()
+	fresh := m.known && m.checked == m.dials.Load()
+	upSince := m.upSince
+	m.mu.Unlock()
+	if !fresh {
+		var err error
+		if upSince, err = m.readRestart(ctx); err != nil {
+			return false, err
+		}
+	}
+	return time.Since(upSince) >= delay, nil
+}
+
+// readRestart reads the server's run id and uptime and records when it
+// started, by this machine's clock: now less the uptime, whose whole
+// seconds make it the latest the restart can have been.
+func (m *member) readRestart(ctx context.Context) (time.Time, error) {
+	dials := m.dials.Load()
+	info, err := m.d.rdb.Info(ctx, "server").Result()
+	if err != nil {
+		return time.Time{}, err
+	}
+	runID, uptime, err := parseServerInfo(info)
+	if err != nil {
+		return time.Time{}, err
+	}
+	upSince := time.Now().Add(-time.Duration(uptime) * time.Second)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.known && m.runID == runID && m.upSince.Before(upSince) {
+		upSince = m.upSince // same run: keep the earlier reading, as exact
+	}
+	m.known, m.checked, m.runID, m.upSince = true, dials, runID, upSince
+	return upSince, nil
+}
+
+// parseServerInfo takes run_id and uptime_in_seconds from INFO server.
+func parseServerInfo(info string) (runID string, uptime int64, err error) {
+	uptime = -1
+	for line := range strings.Lines(info) {
+		k, v, ok := strings.Cut(strings.TrimRight(line, "\r\n"), ":")
+		if !ok {
+			continue
+		}
+		switch k {
+		case "run_id":
+			runID = v
+		case "uptime_in_seconds":
+			if uptime, err = strconv.ParseInt(v, 10, 64); err != nil {
+				return "", 0, fmt.Errorf("INFO server: uptime_in_seconds %q: %w", v, err)
+			}
+		}
+	}
+	if runID == "" || uptime < 0 {
+		return "", 0, fmt.Errorf("INFO server: no run_id or uptime_in_seconds")
+	}
+	return runID, uptime, nil
+}
