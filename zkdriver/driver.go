@@ -1,0 +1,231 @@
+package zkdriver
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/dlockio/dlock/driver"
+	"github.com/go-zookeeper/zk"
+)
+
+// DefaultPrefix is the znode under which every lock name's node lives.
+const DefaultPrefix = "/dlock"
+
+// DefaultSessionTimeout is the session timeout Open asks the servers
+// for. ZooKeeper grants at most its maxSessionTimeout (20 ticks, 40 s
+// with the default 2 s tick).
+const DefaultSessionTimeout = 40 * time.Second
+
+// MaxBatch is the most leases one Renew or Release call carries
+// (Capabilities.MaxBatch): a Renew batch is one multi request.
+const MaxBatch = 100
+
+// MinTTL is the shortest lock TTL (Capabilities.MinTTL): ZooKeeper stamps
+// modification times in whole milliseconds, and a lease much shorter
+// than a few round trips to the leader would be over before it is used.
+const MinTTL = 100 * time.Millisecond
+
+// expiryMargin is Capabilities.ExpiryMargin: a node's expiry is judged
+// by the leader's clock in whole milliseconds (mtime), against the
+// holder's send time; 1 ms for the truncation and the rest for the
+// clocks of the servers that lead one after the other (see docs).
+const expiryMargin = 5 * time.Millisecond
+
+// Driver implements driver.Driver and driver.Inspector on ZooKeeper. Make
+// one with New; Open makes one that owns its connection, inside a dlock
+// Client.
+type Driver struct {
+	conn           *zk.Conn
+	prefix         string
+	sessionTimeout time.Duration
+	ownsConn       bool
+	acl            []zk.ACL
+
+	mu       sync.Mutex
+	paths    map[string]ownNode   // acquisition id → its node, while held or waiting
+	released map[string]time.Time // ids released by this driver, for retries: when
+	closed   bool
+
+	closeOnce sync.Once
+}
+
+var (
+	_ driver.Driver    = (*Driver)(nil)
+	_ driver.Inspector = (*Driver)(nil)
+)
+
+// Option configures a Driver.
+type Option func(*Driver) error
+
+// WithPrefix sets the znode under which the driver keeps its nodes, an
+// absolute path such as "/dlock" (DefaultPrefix). Drivers with different
+// prefixes never see each other's locks.
+func WithPrefix(prefix string) Option {
+	return func(d *Driver) error {
+		if err := zkPathOK(prefix); err != nil {
+			return err
+		}
+		d.prefix = strings.TrimRight(prefix, "/")
+		return nil
+	}
+}
+
+// WithSessionTimeout tells New the session timeout the servers granted
+// conn (go-zookeeper does not expose it): no lease may have a TTL above
+// two thirds of it (see MaxTTL). Default DefaultSessionTimeout. Open
+// learns it from the handshake.
+func WithSessionTimeout(timeout time.Duration) Option {
+	return func(d *Driver) error {
+		if timeout <= 0 {
+			return fmt.Errorf("%w: session timeout %v", driver.ErrInvalid, timeout)
+		}
+		d.sessionTimeout = timeout
+		return nil
+	}
+}
+
+func zkPathOK(p string) error {
+	if !strings.HasPrefix(p, "/") || p == "/" || strings.Contains(p, "//") || strings.HasSuffix(p, "/") {
+		return fmt.Errorf("%w: prefix %q is not an absolute znode path such as /dlock", driver.ErrInvalid, p)
+	}
+	for _, seg := range strings.Split(p[1:], "/") {
+		if seg == "." || seg == ".." {
+			return fmt.Errorf("%w: prefix %q has a %q segment", driver.ErrInvalid, p, seg)
+		}
+	}
+	return nil
+}
+
+// New makes a Driver on conn, a connection the caller keeps and closes
+// after the Driver.
+func New(conn *zk.Conn, opts ...Option) (*Driver, error) {
+	if conn == nil {
+		return nil, fmt.Errorf("%w: nil ZooKeeper connection", driver.ErrInvalid)
+	}
+	d := &Driver{
+		conn:           conn,
+		prefix:         DefaultPrefix,
+		sessionTimeout: DefaultSessionTimeout,
+		acl:            zk.WorldACL(zk.PermAll),
+		paths:          make(map[string]ownNode),
+		released:       make(map[string]time.Time),
+	}
+	for _, o := range opts {
+		if err := o(d); err != nil {
+			return nil, err
+		}
+	}
+	return d, nil
+}
+
+// MaxTTL is the longest TTL a lease may have: two thirds of the session
+// timeout. The servers may expire the session (and delete every node of
+// it) a session timeout after the leader last heard of it; a request
+// answered through a follower that loses the leader right after may never
+// be reported to the leader, whose last news of the session can then be
+// one client ping interval (a third of the timeout) older. A lease whose
+// TTL fits in what is left ends, by dlock's validity deadline, before the
+// session can.
+func (d *Driver) MaxTTL() time.Duration { return d.sessionTimeout * 2 / 3 }
+
+// Capabilities implements driver.Driver.
+func (d *Driver) Capabilities() driver.Capabilities {
+	return driver.Capabilities{
+		TTLUnit:      time.Millisecond,
+		MinTTL:       MinTTL,
+		ExpiryMargin: expiryMargin,
+		MaxBatch:     MaxBatch,
+	}
+}
+
+func (d *Driver) checkTTL(ttl time.Duration) error {
+	if ttl < MinTTL || ttl > d.MaxTTL() {
+		return fmt.Errorf("%w: TTL %v outside [%v, %v] (two thirds of the session timeout %v)", driver.ErrInvalid, ttl, MinTTL, d.MaxTTL(), d.sessionTimeout)
+	}
+	return nil
+}
+
+var errClosed = errors.New("zkdriver: driver closed")
+
+// Close implements driver.Driver: it closes the connection if Open made
+// it, which ends the session and with it every node of the session.
+func (d *Driver) Close() error {
+	d.closeOnce.Do(func() {
+		d.mu.Lock()
+		d.closed = true
+		d.mu.Unlock()
+		if d.ownsConn {
+			d.conn.Close()
+		}
+	})
+	return nil
+}
+
+func (d *Driver) isClosed() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.closed
+}
+
+// ownNode is a node this driver made for an acquisition, with the data
+// it wrote there.
+type ownNode struct {
+	path string
+	data nodeData
+}
+
+// remember records the node of an acquisition id.
+func (d *Driver) remember(id string, n ownNode) {
+	d.mu.Lock()
+	d.paths[id] = n
+	d.mu.Unlock()
+}
+
+func (d *Driver) pathOf(id string) (string, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	n, ok := d.paths[id]
+	return n.path, ok
+}
+
+func (d *Driver) nodeOf(id string) (ownNode, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	n, ok := d.paths[id]
+	return n, ok
+}
+
+// releasedKeep is how long the driver remembers a release it made, to
+// answer its retries AlreadyReleased.
+const releasedKeep = time.Minute
+
+func (d *Driver) forget(id string, released bool) {
+	now := time.Now()
+	d.mu.Lock()
+	delete(d.paths, id)
+	if released {
+		d.released[id] = now
+		for k, at := range d.released {
+			if now.Sub(at) > releasedKeep {
+				delete(d.released, k)
+			}
+		}
+	}
+	d.mu.Unlock()
+}
+
+func (d *Driver) wasReleased(id string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	_, ok := d.released[id]
+	return ok
+}
+
+// isConnLoss reports errors after which a request may or may not have
+// been applied: its reply was lost with the connection.
+func isConnLoss(err error) bool {
+	return errors.Is(err, zk.ErrConnectionClosed) || errors.Is(err, zk.ErrSessionMoved) || errors.Is(err, zk.ErrNoServer)
+}

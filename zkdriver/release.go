@@ -1,0 +1,138 @@
+package zkdriver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/dlockio/dlock/driver"
+	"github.com/go-zookeeper/zk"
+)
+
+// Release implements driver.Driver: each lease's node is deleted. The
+// deletion is what wakes the lease's waiters (their watches on it fire).
+// A retry of a release this driver made is answered AlreadyReleased.
+func (d *Driver) Release(ctx context.Context, reqs []driver.ReleaseRequest) ([]driver.ReleaseResult, error) {
+	for _, r := range reqs {
+		if err := d.checkKind(r.Kind); err != nil {
+			return nil, err
+		}
+	}
+	out := make([]driver.ReleaseResult, len(reqs))
+	for i, r := range reqs {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		res, err := d.releaseOne(r)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = res
+	}
+	return out, nil
+}
+
+func (d *Driver) checkKind(k driver.Kind) error {
+	if k != driver.KindLock {
+		return fmt.Errorf("%w: %v leases are not implemented by the ZooKeeper driver", driver.ErrInvalid, k)
+	}
+	return nil
+}
+
+func (d *Driver) releaseOne(r driver.ReleaseRequest) (driver.ReleaseResult, error) {
+	if r.Settled != "" {
+		d.mu.Lock()
+		delete(d.released, r.Settled)
+		d.mu.Unlock()
+	}
+	path, ok := d.pathOf(r.ID)
+	if !ok {
+		if d.wasReleased(r.ID) {
+			return driver.AlreadyReleased, nil
+		}
+		p, found, err := d.findOwn(d.nameNode(r.Key), r.ID)
+		if err != nil {
+			return 0, fmt.Errorf("zkdriver: release %q: %w", r.Key, err)
+		}
+		if !found {
+			return driver.NotHeld, nil
+		}
+		path = p
+	}
+	err := d.conn.Delete(path, -1)
+	switch {
+	case err == nil:
+		d.forget(r.ID, true)
+		return driver.Released, nil
+	case errors.Is(err, zk.ErrNoNode):
+		d.forget(r.ID, false)
+		return driver.NotHeld, nil
+	default:
+		return 0, fmt.Errorf("zkdriver: release %q: %w", r.Key, err)
+	}
+}
+
+// Renew implements driver.Driver: one multi request rewrites every
+// lease's node with its new TTL (a write, so that it is ordered with the
+// deletions of expired nodes and the leader stamps a new modification
+// time). A multi is all or none: when a node is gone, the batch is
+// retried without it.
+func (d *Driver) Renew(ctx context.Context, reqs []driver.RenewRequest) ([]bool, error) {
+	for _, r := range reqs {
+		if err := d.checkKind(r.Kind); err != nil {
+			return nil, err
+		}
+		if err := d.checkTTL(r.TTL); err != nil {
+			return nil, err
+		}
+	}
+	held := make([]bool, len(reqs))
+	idx := make([]int, 0, len(reqs))
+	for i, r := range reqs {
+		if _, ok := d.pathOf(r.ID); ok {
+			idx = append(idx, i)
+		}
+	}
+	for len(idx) > 0 {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		ops := make([]any, len(idx))
+		for j, i := range idx {
+			n, _ := d.nodeOf(reqs[i].ID)
+			ops[j] = &zk.SetDataRequest{Path: n.path, Data: renewData(n, reqs[i].TTL), Version: -1}
+		}
+		res, err := d.conn.Multi(ops...)
+		if err == nil {
+			for _, i := range idx {
+				held[i] = true
+			}
+			return held, nil
+		}
+		if len(res) != len(idx) {
+			return nil, fmt.Errorf("zkdriver: renew: %w", err)
+		}
+		next := idx[:0:0]
+		for j, i := range idx {
+			if errors.Is(res[j].Error, zk.ErrNoNode) {
+				d.forget(reqs[i].ID, false)
+				continue
+			}
+			next = append(next, i)
+		}
+		if len(next) == len(idx) {
+			return nil, fmt.Errorf("zkdriver: renew: %w", err)
+		}
+		idx = next
+	}
+	return held, nil
+}
+
+// renewData is a lease node's data with its new TTL; the rest (owner and
+// acquisition time) is what the driver wrote at acquisition.
+func renewData(n ownNode, ttl time.Duration) []byte {
+	nd := n.data
+	nd.TTLms = ttl.Milliseconds()
+	return nd.encode()
+}
