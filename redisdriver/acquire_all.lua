@@ -7,12 +7,14 @@
 -- Returns, when acquired, the tokens in order, separated by spaces (one
 -- string: a table reply costs Redis more); when busy, the table
 -- {i, PTTL of lock i} (PTTL is TTL_UNKNOWN when not asked for).
-local n = #KEYS / 2
+-- (Counted from ARGV: in a Cluster, KEYS goes on with the other keys the
+-- call may touch, which the driver names so that the node can check them.)
+local n = (#ARGV - 1) / 3
 -- With the locks and their last releases, the same MGET reads the queue
 -- markers (queue_lib.lua): a name with queued leases (fair waiters,
 -- readers, permits) is not free, as in acquire.lua.
 local names = {}
-for i = 1, #KEYS do
+for i = 1, 2 * n do
   names[i] = KEYS[i]
 end
 for i = 1, n do

@@ -10,6 +10,7 @@
 //	dlock:{NAME}:r:<id>:    an earlier release's value, for its retry, for the TTL it had left (none once its Client had the answer)
 //	dlock:{NAME}:n          "1" while a plain Lock waits for NAME: about the holder's TTL left plus one TTL
 //	dlock:{NAME}:released   pub/sub channel that wakes waiters (not a key), published only while :n or :q exists
+//	dlock:{NAME}:unset      never written: in a Cluster every script call names it (see below)
 //
 // Queued leases (driver.Queuer: the fair lock's waiters, readers, permits)
 // add, while a name has any (and until the next release or expiry of the
@@ -86,14 +87,16 @@
 //
 // While a slot is being migrated, a node refuses a call whose keys are
 // not all on it (TRYAGAIN), or sends it to the importing node (ASK), before
-// the call runs. go-redis gives up after about 50 ms; the Driver tries such
-// a call again, 10 ms apart doubling to 200 ms, within the caller's ctx and
-// for at most 5 s, so a release or renewal is done once the slot's keys
-// have moved. The scripts name only some of the keys they touch (the rest
-// derive from the lock key, and a release record's from the value it
-// keeps), so a script that passed that check can still meet a key that
-// has moved: it fails with "Script attempted to access a non local key",
-// and the call is not sent again, as it may have written before.
+// the call runs. In a Cluster every script call names every key of its
+// names that it may touch, and a key no script writes (declare.go), so
+// that the node refuses it for as long as the slot's keys are split: no
+// script runs half-way and then meets a key that has moved ("Script
+// attempted to access a non local key"). go-redis gives up after about
+// 50 ms; the Driver tries such a call again, 10 ms apart doubling to
+// 200 ms, within the caller's ctx and for at most 5 s, so a Lock, TryLock,
+// release or renewal is done once the migration ends. (Renewals of
+// exclusive locks touch their lock keys alone, and run wherever those
+// are.)
 //
 // # go-redis's own log lines
 //

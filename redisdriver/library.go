@@ -86,11 +86,13 @@ func newLibrary(scripts []*script, releases map[*script]bool) string {
 // library; the Driver then uses scripts.
 var errNoFunctions = errors.New("redisdriver: the server does not take the function library")
 
-// run runs s with keys and args (runCode); in Cluster once more when it
+// run runs s with keys and args (runCode), naming in a Cluster every key
+// it may touch (declare); in Cluster once more when it
 // failed on a stale layout that a reload has since corrected
 // (layout.resend), and again while a slot migration refuses it
 // (migrationRetry).
 func (d *Driver) run(ctx context.Context, s *script, keys []string, args ...any) *redis.Cmd {
+	keys = d.declare(s, keys, args) // in a Cluster, every key it touches (declare.go)
 	seen := d.layout.seen()
 	cmd := d.runCode(ctx, s, keys, args...)
 	if len(keys) > 0 && d.layout.resend(ctx, seen, cmd.Err(), keys[0]) {
@@ -157,6 +159,9 @@ func (d *Driver) useFunctions(ctx context.Context) (uint64, bool) {
 // migration, as run does. It returns the first error of a call's reply.
 // Replies are left in the calls.
 func (d *Driver) runCalls(ctx context.Context, calls []*call) error {
+	for _, cl := range calls {
+		cl.keys = d.declare(cl.s, cl.keys, cl.args)
+	}
 	seen := d.layout.seen()
 	err := d.sendCalls(ctx, calls)
 	if err == nil {

@@ -45,10 +45,13 @@ type migrationRetry struct {
 }
 
 // again waits before the next try of a call refused with err, and reports
-// whether to make it: err is a migration's refusal, ctx has not ended, and
-// the next try comes within migrationWait of the first refusal.
+// whether to make it: err is a migration's refusal (or, after one, MOVED:
+// the migration ended while go-redis was following the refusals, and it
+// ran out of redirects before it followed the slot to its new node), ctx
+// has not ended, and the next try comes within migrationWait of the first
+// refusal.
 func (m *migrationRetry) again(ctx context.Context, err error) bool {
-	if !migrating(err) {
+	if !migrating(err) && (m.first.IsZero() || !isMoved(err)) {
 		return false
 	}
 	if m.first.IsZero() {
@@ -67,4 +70,11 @@ func (m *migrationRetry) again(ctx context.Context, err error) bool {
 	case <-ctx.Done():
 		return false
 	}
+}
+
+// isMoved reports whether err is a node's MOVED answer: the call did not
+// run there.
+func isMoved(err error) bool {
+	_, moved := redis.IsMovedError(err)
+	return moved
 }

@@ -8,7 +8,9 @@ local Q = queue_lib()
 local q_keys, q_settle = Q.keys, Q.settle
 local now, t = q_now_ms()
 local held = {}
-for i = 1, #KEYS do
+-- (Counted from ARGV: in a Cluster, KEYS goes on with the other keys the
+-- call may touch, which the driver names so that the node can check them.)
+for i = 1, #ARGV / 3 do
   local K = q_keys(KEYS[i])
   local id, what = ARGV[3 * i - 2], ARGV[3 * i]
   -- Settling first may grant this very waiter, which then answers LOST

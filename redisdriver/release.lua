@@ -16,7 +16,9 @@
 -- release whose first reply was lost finds our id there. (A hand-off to a
 -- fair waiter keeps it under the release's own key instead: q_handoff.)
 local res = {}
-local n = #KEYS / 2
+-- (Counted from ARGV: in a Cluster, KEYS goes on with the other keys the
+-- call may touch, which the driver names so that the node can check them.)
+local n = #ARGV / 2
 for i = 1, n do
   local lock, last, idp, settled = KEYS[2 * i - 1], KEYS[2 * i], ARGV[2 * i - 1], ARGV[2 * i]
   -- The queue marker, the last release and the waiting mark come with the
