@@ -35,9 +35,10 @@ type bench struct {
 	heldTTL    time.Duration
 	heldWindow time.Duration
 
-	admin *redis.Client // flushes and reads INFO
-	etcd  *server       // nil when etcd is not running
-	log   io.Writer
+	admin  *redis.Client  // flushes and reads INFO
+	etcd   *server        // nil when etcd is not running
+	quorum *quorumServers // nil unless a quorum peer runs (quorum.go)
+	log    io.Writer
 
 	results map[string]map[string]cycleResult // workload -> peer -> result
 	held    map[string]map[int]heldResult     // peer -> leases -> result
@@ -159,6 +160,15 @@ func (b *bench) startServers(redisAddr string, peers []peer) (_ []peer, notes []
 	}
 	b.admin = redis.NewClient(&redis.Options{Addr: b.redisAddr})
 	stops = append(stops, func() { _ = b.admin.Close() })
+	if slices.ContainsFunc(peers, func(p peer) bool { return p.quorum }) {
+		q, err := startQuorum(b.ttl)
+		if err != nil {
+			stop()
+			return nil, nil, nil, err
+		}
+		stops = append(stops, q.stop)
+		b.quorum, b.quorumAddrs = q, q.addrs()
+	}
 	if !slices.ContainsFunc(peers, func(p peer) bool { return p.etcd }) {
 		return peers, nil, stop, nil
 	}
@@ -233,7 +243,7 @@ func splitList(s string) []string {
 }
 
 func selectPeers(names []string) ([]peer, error) {
-	all := append(allPeers(), diagnosticPeers()...)
+	all := append(append(allPeers(), diagnosticPeers()...), quorumPeers()...)
 	var out []peer
 	for _, p := range all {
 		if slices.Contains(names, p.name) {
@@ -255,6 +265,11 @@ func (b *bench) reset() {
 	defer cancel()
 	if err := b.admin.FlushAll(ctx).Err(); err != nil {
 		b.logf("flush failed: %v", err)
+	}
+	if b.quorum != nil {
+		if err := b.quorum.flush(ctx); err != nil {
+			b.logf("quorum flush failed: %v", err)
+		}
 	}
 	runtime.GC()
 }
@@ -331,6 +346,15 @@ func (b *bench) snapshot(p peer) usage {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
+	if p.quorum {
+		commands, subs, cpu, err := b.quorum.usage(ctx)
+		if err != nil {
+			b.logf("quorum INFO: %v", err)
+		}
+		u.trips = roundTrips.Load() + subs
+		u.hasCommands, u.commands, u.storeCPU = true, commands, cpu
+		return u
+	}
 	s, err := readRedisStats(ctx, b.admin)
 	if err != nil {
 		b.logf("redis INFO: %v", err)

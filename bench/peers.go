@@ -26,6 +26,8 @@ type env struct {
 	etcdAddr   string        // empty when etcd is unavailable
 	ttl        time.Duration // lock TTL in the cycle workloads
 	retryDelay time.Duration // sleep between attempts of polling peers
+	// quorumAddrs are the masters of the quorum peers (quorum.go).
+	quorumAddrs []string
 }
 
 // unlockFunc releases one acquisition.
@@ -56,6 +58,8 @@ type peer struct {
 	newHolder func(e env, ttl time.Duration, n int) (holder, error)
 	// etcd: the peer runs on the etcd server, not Redis.
 	etcd bool
+	// quorum: the peer runs on the quorum's masters (quorum.go).
+	quorum bool
 }
 
 // allPeers lists the implementations in table order.
