@@ -26,17 +26,18 @@ func (d *Driver) Acquire(ctx context.Context, req driver.AcquireRequest) (driver
 	}
 	parent := d.nameNode(req.Key)
 	_, retry := d.pathOf(req.ID)
-	nd := newData(req.TTL, time.Now(), req.Owner)
+	sent := time.Now()
+	nd := newData(req.TTL, sent, req.Owner)
 	own, err := d.createOwn(ctx, parent, kindExclusive, req.ID, nd.encode())
 	if err != nil {
 		return driver.AcquireResult{}, err
 	}
-	v, err := d.evaluate(parent, own)
+	v, err := d.evaluate(parent, own, driver.ModeExclusive, 0, time.Now())
 	if err != nil {
 		return driver.AcquireResult{}, err
 	}
 	if v.granted {
-		d.remember(req.ID, ownNode{path: own, data: nd})
+		d.remember(req.ID, ownNode{path: own, key: req.Key, kind: kindExclusive, data: nd, sent: sent, answered: time.Now()})
 		return driver.AcquireResult{Acquired: true, Token: v.token}, nil
 	}
 	if !retry || v.gone {
@@ -115,6 +116,14 @@ func (d *Driver) findOwn(parent, id string) (string, bool, error) {
 // ensureParent creates a name's node (a container: the server deletes it
 // once its last child is gone) and the prefix's nodes above it.
 func (d *Driver) ensureParent(parent string) error {
+	_, err := d.conn.CreateContainer(parent, nil, zk.FlagContainer, d.acl)
+	if err == nil || errors.Is(err, zk.ErrNodeExists) {
+		return nil
+	}
+	if !errors.Is(err, zk.ErrNoNode) {
+		return fmt.Errorf("zkdriver: create %s: %w", parent, err)
+	}
+	// The prefix is missing: it is made once, as persistent nodes.
 	segs := strings.Split(strings.TrimPrefix(d.prefix, "/"), "/")
 	p := ""
 	for _, s := range segs {
@@ -138,66 +147,6 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	case <-t.C:
 		return nil
 	}
-}
-
-// verdict is what evaluate found for one node of ours.
-type verdict struct {
-	granted    bool
-	gone       bool   // our own node no longer exists
-	token      uint64 // our node's creation zxid
-	retryAfter time.Duration
-	ahead      []child // live nodes ahead of ours, in order
-}
-
-// evaluate reads parent's children and own's stat in one round trip (two
-// requests in flight together) and decides whether own is granted: no
-// live node is ahead of it. A node ahead whose TTL passed since its last
-// modification, judged against own's creation time (both the leader's
-// clock), is deleted if it is still at the version read.
-func (d *Driver) evaluate(parent, own string) (verdict, error) {
-	type statRes struct {
-		ok  bool
-		st  *zk.Stat
-		err error
-	}
-	sc := make(chan statRes, 1)
-	go func() {
-		ok, st, err := d.conn.Exists(own)
-		sc <- statRes{ok, st, err}
-	}()
-	names, _, cerr := d.conn.Children(parent)
-	sr := <-sc
-	if sr.err != nil {
-		return verdict{}, fmt.Errorf("zkdriver: stat %s: %w", own, sr.err)
-	}
-	if !sr.ok {
-		return verdict{gone: true, retryAfter: 0}, nil
-	}
-	if cerr != nil {
-		return verdict{}, fmt.Errorf("zkdriver: children of %s: %w", parent, cerr)
-	}
-	ownName := own[strings.LastIndexByte(own, '/')+1:]
-	v := verdict{token: uint64(sr.st.Czxid), retryAfter: -1}
-	now := sr.st.Ctime
-	for _, c := range sortedChildren(names) {
-		if c.name == ownName {
-			break
-		}
-		left, alive, err := d.checkAlive(parent+"/"+c.name, now)
-		if err != nil {
-			return verdict{}, err
-		}
-		if !alive {
-			continue
-		}
-		if len(v.ahead) == 0 {
-			v.retryAfter = left
-		}
-		v.ahead = append(v.ahead, c)
-		break
-	}
-	v.granted = len(v.ahead) == 0
-	return v, nil
 }
 
 // checkAlive reads the node at path and reports whether it is alive at

@@ -49,12 +49,16 @@ type Driver struct {
 	released map[string]time.Time // ids released by this driver, for retries: when
 	closed   bool
 
+	sinks    grantSinks
+	monitors sync.WaitGroup // grant monitors running
+
 	closeOnce sync.Once
 }
 
 var (
-	_ driver.Driver    = (*Driver)(nil)
-	_ driver.Inspector = (*Driver)(nil)
+	_ driver.Driver      = (*Driver)(nil)
+	_ driver.Inspector   = (*Driver)(nil)
+	_ driver.QueueLister = (*Driver)(nil)
 )
 
 // Option configures a Driver.
@@ -138,6 +142,9 @@ func (d *Driver) Capabilities() driver.Capabilities {
 		MinTTL:       MinTTL,
 		ExpiryMargin: expiryMargin,
 		MaxBatch:     MaxBatch,
+		// An uncontended queued acquisition costs what a plain one does:
+		// a create, then the children and the node's stat together.
+		QueueByDefault: true,
 	}
 }
 
@@ -156,7 +163,15 @@ func (d *Driver) Close() error {
 	d.closeOnce.Do(func() {
 		d.mu.Lock()
 		d.closed = true
+		for id, n := range d.paths {
+			if n.stop != nil {
+				close(n.stop)
+				n.stop = nil
+				d.paths[id] = n
+			}
+		}
 		d.mu.Unlock()
+		d.monitors.Wait()
 		if d.ownsConn {
 			d.conn.Close()
 		}
@@ -174,13 +189,35 @@ func (d *Driver) isClosed() bool {
 // it wrote there.
 type ownNode struct {
 	path string
+	key  string
+	kind string // node kind: kindExclusive, kindShared or a permit kind
 	data nodeData
+	sent time.Time // when the last write that set its TTL was sent
+	// answered is when the answer to the last write of the node came.
+	answered time.Time
+	inbox    string // where its grant is announced, while it waits
+	// granted is set once the driver saw the waiter granted.
+	granted bool
+	stop    chan struct{} // ends its grant monitor; nil when none runs
 }
 
 // remember records the node of an acquisition id.
 func (d *Driver) remember(id string, n ownNode) {
 	d.mu.Lock()
+	if old, ok := d.paths[id]; ok && old.path == n.path {
+		n.stop, n.granted = old.stop, old.granted || n.granted
+	}
 	d.paths[id] = n
+	d.mu.Unlock()
+}
+
+// update changes the remembered node of id, if any, with f.
+func (d *Driver) update(id string, f func(*ownNode)) {
+	d.mu.Lock()
+	if n, ok := d.paths[id]; ok {
+		f(&n)
+		d.paths[id] = n
+	}
 	d.mu.Unlock()
 }
 
@@ -205,6 +242,9 @@ const releasedKeep = time.Minute
 func (d *Driver) forget(id string, released bool) {
 	now := time.Now()
 	d.mu.Lock()
+	if n, ok := d.paths[id]; ok && n.stop != nil {
+		close(n.stop)
+	}
 	delete(d.paths, id)
 	if released {
 		d.released[id] = now

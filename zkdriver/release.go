@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/dlockio/dlock/driver"
@@ -34,10 +35,14 @@ func (d *Driver) Release(ctx context.Context, reqs []driver.ReleaseRequest) ([]d
 }
 
 func (d *Driver) checkKind(k driver.Kind) error {
-	if k != driver.KindLock {
-		return fmt.Errorf("%w: %v leases are not implemented by the ZooKeeper driver", driver.ErrInvalid, k)
-	}
-	return nil
+	return k.Check()
+}
+
+// kindFits reports whether a lease of kind k can be the node of kind
+// nodeKind: a waiter's place is any node (granted or not).
+func kindFits(k driver.Kind, nodeKind string) bool {
+	m, _, ok := kindMode(nodeKind)
+	return ok && (k == driver.KindWaiter || m.HolderKind() == k)
 }
 
 func (d *Driver) releaseOne(r driver.ReleaseRequest) (driver.ReleaseResult, error) {
@@ -46,7 +51,11 @@ func (d *Driver) releaseOne(r driver.ReleaseRequest) (driver.ReleaseResult, erro
 		delete(d.released, r.Settled)
 		d.mu.Unlock()
 	}
-	path, ok := d.pathOf(r.ID)
+	n, ok := d.nodeOf(r.ID)
+	path := n.path
+	if ok && !kindFits(r.Kind, n.kind) {
+		return driver.NotHeld, nil
+	}
 	if !ok {
 		if d.wasReleased(r.ID) {
 			return driver.AlreadyReleased, nil
@@ -55,7 +64,7 @@ func (d *Driver) releaseOne(r driver.ReleaseRequest) (driver.ReleaseResult, erro
 		if err != nil {
 			return 0, fmt.Errorf("zkdriver: release %q: %w", r.Key, err)
 		}
-		if !found {
+		if c, _ := parseChild(p[lastSlash(p)+1:]); !found || !kindFits(r.Kind, c.kind) {
 			return driver.NotHeld, nil
 		}
 		path = p
@@ -89,8 +98,9 @@ func (d *Driver) Renew(ctx context.Context, reqs []driver.RenewRequest) ([]bool,
 	}
 	held := make([]bool, len(reqs))
 	idx := make([]int, 0, len(reqs))
+	sent := time.Now()
 	for i, r := range reqs {
-		if _, ok := d.pathOf(r.ID); ok {
+		if d.renewable(r, sent) {
 			idx = append(idx, i)
 		}
 	}
@@ -105,8 +115,11 @@ func (d *Driver) Renew(ctx context.Context, reqs []driver.RenewRequest) ([]bool,
 		}
 		res, err := d.conn.Multi(ops...)
 		if err == nil {
+			answered := time.Now()
 			for _, i := range idx {
 				held[i] = true
+				ttl := reqs[i].TTL
+				d.update(reqs[i].ID, func(n *ownNode) { n.sent, n.answered, n.data.TTLms = sent, answered, ttl.Milliseconds() })
 			}
 			return held, nil
 		}
@@ -128,6 +141,25 @@ func (d *Driver) Renew(ctx context.Context, reqs []driver.RenewRequest) ([]bool,
 	}
 	return held, nil
 }
+
+// renewable reports whether r's lease may be renewed: a node of its kind
+// that this driver made, whose TTL has not run out by this client's clock
+// (the store may count it expired then: it is deleted, and not renewed);
+// a waiter's place only while the waiter is not known to be granted.
+func (d *Driver) renewable(r driver.RenewRequest, now time.Time) bool {
+	n, ok := d.nodeOf(r.ID)
+	if !ok || !kindFits(r.Kind, n.kind) || (r.Kind == driver.KindWaiter && n.granted) {
+		return false
+	}
+	if now.Sub(n.sent) >= time.Duration(n.data.TTLms)*time.Millisecond {
+		d.forget(r.ID, false)
+		_ = d.conn.Delete(n.path, -1)
+		return false
+	}
+	return true
+}
+
+func lastSlash(p string) int { return strings.LastIndexByte(p, '/') }
 
 // renewData is a lease node's data with its new TTL; the rest (owner and
 // acquisition time) is what the driver wrote at acquisition.

@@ -56,7 +56,9 @@ func (n *Node) Pid() int {
 
 func (n *Node) logPath() string { return filepath.Join(n.dir, "server.log") }
 
-// writeConfig writes zoo.cfg and myid into the node's directory.
+// writeConfig writes zoo.cfg and myid into the node's directory. The
+// servers skip fsync (forceSync=no): a kill -9 keeps what the kernel has
+// been given, so no test can tell, and tests run several times faster.
 func (n *Node) writeConfig() error {
 	data := filepath.Join(n.dir, "data")
 	if err := os.MkdirAll(data, 0o755); err != nil {
@@ -73,6 +75,7 @@ minSessionTimeout=%d
 maxSessionTimeout=%d
 4lw.commands.whitelist=srvr,ruok
 znode.container.checkIntervalMs=1000
+forceSync=no
 %s`, TickTime.Milliseconds(), data, n.client, 2*TickTime.Milliseconds(), 360*TickTime.Milliseconds(), n.servers)
 	if err := os.WriteFile(filepath.Join(n.dir, "zoo.cfg"), []byte(cfg), 0o644); err != nil {
 		return err
