@@ -68,33 +68,54 @@ func (h dialCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 // votes reports whether the master may vote on a request when it must have
 // been up for at least delay: reading its restart time first if a
 // connection was made since it was last read. The read costs a round trip,
-// only after a (re)connection.
-func (m *member) votes(ctx context.Context, delay time.Duration) (bool, error) {
+// only after a (re)connection. dials is the count of connections the
+// answer covers: see recheck.
+func (m *member) votes(ctx context.Context, delay time.Duration) (ok bool, dials uint64, err error) {
 	m.mu.Lock()
-	fresh := m.known && m.checked == m.dials.Load()
+	dials = m.dials.Load()
+	fresh := m.known && m.checked == dials
 	upSince := m.upSince
 	m.mu.Unlock()
 	if !fresh {
-		var err error
-		if upSince, err = m.readRestart(ctx); err != nil {
-			return false, err
+		if upSince, dials, err = m.readRestart(ctx); err != nil {
+			return false, 0, err
 		}
 	}
-	return time.Since(upSince) >= delay, nil
+	return time.Since(upSince) >= delay, dials, nil
+}
+
+// stillVotes reports whether a vote given after votes answered true, with
+// dials, still counts. go-redis sends a command again on a new connection
+// when the one it used broke, as a restart breaks them all: a grant from a
+// master that restarted after votes read its restart time would otherwise
+// count. So when a connection was made meanwhile, the restart time is read
+// again.
+func (m *member) stillVotes(ctx context.Context, delay time.Duration, dials uint64) (bool, error) {
+	if m.dials.Load() == dials {
+		return true, nil
+	}
+	ok, _, err := m.votes(ctx, delay)
+	return ok && err == nil, err
 }
 
 // readRestart reads the server's run id and uptime and records when it
 // started, by this machine's clock: now less the uptime, whose whole
 // seconds make it the latest the restart can have been.
-func (m *member) readRestart(ctx context.Context) (time.Time, error) {
-	dials := m.dials.Load()
+//
+// The connections counted are read after the answer: the INFO itself may
+// have made one, and counting it after would make every next vote read
+// again. A connection made after a restart that came between the answer
+// and that read is missed; but the restart broke the connection the INFO
+// used, whose next use fails, and the reconnection is counted.
+func (m *member) readRestart(ctx context.Context) (time.Time, uint64, error) {
 	info, err := m.d.rdb.Info(ctx, "server").Result()
 	if err != nil {
-		return time.Time{}, err
+		return time.Time{}, 0, err
 	}
+	dials := m.dials.Load()
 	runID, uptime, err := parseServerInfo(info)
 	if err != nil {
-		return time.Time{}, err
+		return time.Time{}, 0, err
 	}
 	upSince := time.Now().Add(-time.Duration(uptime) * time.Second)
 	m.mu.Lock()
@@ -103,7 +124,7 @@ func (m *member) readRestart(ctx context.Context) (time.Time, error) {
 		upSince = m.upSince // same run: keep the earlier reading, as exact
 	}
 	m.known, m.checked, m.runID, m.upSince = true, dials, runID, upSince
-	return upSince, nil
+	return upSince, dials, nil
 }
 
 // parseServerInfo takes run_id and uptime_in_seconds from INFO server.

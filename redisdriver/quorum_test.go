@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -383,5 +384,100 @@ func TestOpenQuorum(t *testing.T) {
 	}
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// commandLog records the commands a client sends, by name.
+type commandLog struct {
+	mu   sync.Mutex
+	cmds []string
+}
+
+func (l *commandLog) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (l *commandLog) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		l.mu.Lock()
+		l.cmds = append(l.cmds, cmd.Name())
+		l.mu.Unlock()
+		return next(ctx, cmd)
+	}
+}
+
+func (l *commandLog) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		l.mu.Lock()
+		l.cmds = append(l.cmds, "pipeline")
+		l.mu.Unlock()
+		return next(ctx, cmds)
+	}
+}
+
+func (l *commandLog) take() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := l.cmds
+	l.cmds = nil
+	return out
+}
+
+// An uncontended Lock and Unlock on a quorum is one acquisition and one
+// release on each master, nothing else: no token write-back (the masters
+// issue the proposed token), no restart check once connected.
+func TestQuorumRequestsPerCycle(t *testing.T) {
+	srvs := startMasters(t, 3)
+	logs := make([]*commandLog, len(srvs))
+	clients := make([]redis.UniversalClient, len(srvs))
+	for i, s := range srvs {
+		logs[i] = &commandLog{}
+		c := s.Client(t)
+		c.AddHook(logs[i])
+		clients[i] = c
+	}
+	q, err := NewQuorum(clients, WithRestartDelay(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := quorumClient(t, q, dlock.WithDefaultTTL(10*time.Second))
+	cycle(t, c, "warm-up") // connects and loads the scripts
+	for _, l := range logs {
+		l.take()
+	}
+	const cycles = 20
+	for range cycles {
+		cycle(t, c, "k")
+	}
+	for i, l := range logs {
+		cmds := l.take()
+		if len(cmds) != 2*cycles {
+			t.Errorf("master %d: %d requests for %d cycles, want %d: %v", i, len(cmds), cycles, 2*cycles, cmds)
+		}
+	}
+}
+
+// Masters restarted empty after the Quorum last read their restart time
+// do not vote: go-redis sends the acquisition again on a new connection
+// when the pooled one broke, and the Quorum reads the restart time again
+// before it counts such a grant.
+func TestQuorumRestartBetweenVotes(t *testing.T) {
+	srvs := startMasters(t, 3)
+	const ttl = 2 * time.Second
+	waitUptime(t, srvs, 2)
+	ctx := context.Background()
+	q := newQuorum(t, srvs)
+	t.Cleanup(func() { _ = q.Close() })
+	first, err := q.Acquire(ctx, driver.AcquireRequest{Key: "k", ID: "first", TTL: ttl})
+	if err != nil || !first.Acquired {
+		t.Fatalf("Acquire: %+v, %v", first, err)
+	}
+	srvs[0].RestartEmpty()
+	srvs[1].RestartEmpty()
+	res, err := q.Acquire(ctx, driver.AcquireRequest{Key: "k", ID: "second", TTL: ttl})
+	if res.Acquired {
+		t.Fatalf("acquired (token %d) with two of three masters restarted an instant ago, the first lease (token %d) still valid",
+			res.Token, first.Token)
+	}
+	if !errors.Is(err, ErrNoQuorum) {
+		t.Errorf("Acquire with two masters out: %v, want ErrNoQuorum", err)
 	}
 }

@@ -76,11 +76,16 @@ func (q *Quorum) acquireOnce(ctx context.Context, req driver.AcquireRequest) (re
 	}
 	timeout := min(q.cfg.voteTimeout, req.TTL/4)
 	votes := fanOut(ctx, q, q.all(), timeout, func(ctx context.Context, m *member) (vote, error) {
-		ok, err := m.votes(ctx, delay)
+		ok, dials, err := m.votes(ctx, delay)
 		if err != nil || !ok {
 			return vote{out: !ok}, err
 		}
 		r, err := m.d.acquire(ctx, req, floor)
+		if err == nil && r.Acquired {
+			if ok, err := m.stillVotes(ctx, delay, dials); !ok {
+				return vote{res: r, out: true}, err
+			}
+		}
 		return vote{res: r}, err
 	}, func(late answer[vote]) {
 		if late.err == nil && late.v.res.Acquired {
@@ -90,11 +95,16 @@ func (q *Quorum) acquireOnce(ctx context.Context, req driver.AcquireRequest) (re
 	if err := invalid(votes); err != nil {
 		return driver.AcquireResult{}, false, err
 	}
-	var yes, answered []int
+	var yes, answered, outGranted []int
 	var tokens []uint64
 	var busy []time.Duration
 	var errs []error
 	for _, v := range votes {
+		if v.v.out && v.v.res.Acquired {
+			// Granted by a master found restarted since: not a vote, and
+			// not left behind for a retry of this ID to count.
+			outGranted = append(outGranted, v.i)
+		}
 		switch {
 		case v.err != nil:
 			errs = append(errs, fmt.Errorf("master %d: %w", v.i, v.err))
@@ -107,6 +117,9 @@ func (q *Quorum) acquireOnce(ctx context.Context, req driver.AcquireRequest) (re
 			busy = append(busy, v.v.res.RetryAfter)
 			answered = append(answered, v.i)
 		}
+	}
+	if len(outGranted) > 0 {
+		q.releaseInBackground(req, outGranted)
 	}
 	if len(yes) >= q.majority {
 		return q.settle(ctx, req, yes, tokens, timeout)
