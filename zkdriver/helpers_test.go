@@ -2,12 +2,15 @@ package zkdriver
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"io"
 	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/dlockio/dlock/driver"
 	"github.com/go-zookeeper/zk"
 )
 
@@ -38,4 +41,31 @@ func newDriver(t testing.TB, servers, prefix string) *Driver {
 		t.Fatal(err)
 	}
 	return d
+}
+
+func newTestID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func acquireReq(key, id string, ttl time.Duration) driver.AcquireRequest {
+	return driver.AcquireRequest{Key: key, ID: id, TTL: ttl}
+}
+
+func releaseAll(t testing.TB, d *Driver, reqs ...driver.AcquireRequest) {
+	t.Helper()
+	rs := make([]driver.ReleaseRequest, len(reqs))
+	for i, r := range reqs {
+		rs[i] = driver.ReleaseRequest{Key: r.Key, ID: r.ID}
+	}
+	res, err := d.Release(context.Background(), rs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range res {
+		if r != driver.Released {
+			t.Fatalf("release of %q: %v, want Released", rs[i].Key, r)
+		}
+	}
 }
