@@ -309,7 +309,10 @@ func exitCode(err error) int {
 		return ee.code
 	case errors.Is(err, errOptions):
 		return ExitSoftware
-	case errors.Is(err, dlock.ErrInvalidArgument):
+	case errors.Is(err, dlock.ErrInvalidArgument), errors.Is(err, dlock.ErrUnsupported):
+		// The store cannot do what the command line asked (status on a
+		// quorum of Redis masters, --shared without a queue): a request
+		// to change, as a bad flag is, not a fault of dlock's.
 		return ExitUsage
 	case errors.Is(err, dlock.ErrBackend):
 		return ExitUnavailable

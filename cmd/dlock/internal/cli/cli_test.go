@@ -24,6 +24,7 @@ func TestExitCode(t *testing.T) {
 		{nil, ExitOK},
 		{fmt.Errorf("lock: %w", dlock.ErrInvalidKey), ExitUsage},
 		{fmt.Errorf("lock: %w", dlock.ErrInvalidTTL), ExitUsage},
+		{fmt.Errorf("read lock: %w", dlock.ErrUnsupported), ExitUsage},
 		{fmt.Errorf("%w: connection refused", dlock.ErrBackend), ExitUnavailable},
 		{fmt.Errorf("%w: %q", dlock.ErrNotAcquired, "k"), ExitNotAcquired},
 		{dlock.ErrLockLost, ExitLockLost},

@@ -176,13 +176,28 @@ func storeName(st *store) string {
 // insecure_skip_verify in the address without --tls-insecure-skip-verify,
 // so that turning verification off is never left to a variable holding a
 // URL.
+//
+// A spec that lists several addresses (a quorum of Redis masters) gets
+// the options on each.
 func (s *invocation) specFor(st *store) (string, error) {
-	spec := st.spec()
 	for _, other := range s.stores {
 		if other.password.set && other.backend.Flag != st.backend.Flag {
 			return "", usageErrorf("--%s, but the store is --%s (see dlock --help)", other.password.name, st.backend.Flag)
 		}
 	}
+	list := specList(st.spec())
+	for i, spec := range list {
+		var err error
+		if list[i], err = s.withOptions(st, spec); err != nil {
+			return "", err
+		}
+	}
+	return strings.Join(list, " "), nil
+}
+
+// withOptions is one address of st's spec with the options of the
+// password-file and TLS flags added (see specFor).
+func (s *invocation) withOptions(st *store, spec string) (string, error) {
 	has := queryOptions(spec)
 	insecure, err := s.tls.insecure.on()
 	if err != nil {

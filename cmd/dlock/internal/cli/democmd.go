@@ -55,6 +55,9 @@ func demoCommand(ctx context.Context, s *invocation, o demoFlags, args []string)
 	}
 	cfg := demo.Config{Workers: *workers, Orders: *orders, TTL: *ttl, Progress: s.env.Stderr}
 	if r := s.redis(); r.set {
+		if len(specList(r.value)) > 1 {
+			return usageErrorf("--redis given %d URLs: the demo runs on one Redis (see dlock demo --help)", len(specList(r.value)))
+		}
 		cfg.URL = r.value
 	}
 	for _, st := range s.stores[1:] {

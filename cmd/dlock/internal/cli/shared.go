@@ -54,8 +54,14 @@ func (k leaseKind) take(ctx context.Context, c *dlock.Client, key string, try bo
 	}
 	// In the store's queue on every backend, whatever a driver's default:
 	// runs are served in the order they asked, and --shared runs
-	// that come later wait behind this one instead of overtaking it.
-	return c.Lock(ctx, key, append(opts, dlock.WithFIFO())...)
+	// that come later wait behind this one instead of overtaking it. A
+	// store without a queue (a quorum of Redis masters) refuses that at
+	// once, before any wait: there runs wait the plain way.
+	l, err := c.Lock(ctx, key, append(opts, dlock.WithFIFO())...)
+	if errors.Is(err, dlock.ErrUnsupported) {
+		return c.Lock(ctx, key, opts...)
+	}
+	return l, err
 }
 
 // busy says why a lease of this kind was refused.

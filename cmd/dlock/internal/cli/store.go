@@ -16,7 +16,39 @@ const (
 )
 
 // redisBackend is the store every build of dlock has.
-var redisBackend = Backend{Flag: redisFlagName, Arg: "URL", Usage: "Redis URL (see dlock --help)", Open: redisdriver.Open}
+var redisBackend = Backend{Flag: redisFlagName, Arg: "URL",
+	Usage: "Redis URL; several (the flag repeated, or URLs separated by spaces) for a quorum of independent masters (see dlock --help)",
+	Open:  openRedis}
+
+// openRedis opens the Redis store at spec: one URL, or several separated
+// by spaces (repeated --redis flags, or a DLOCK_REDIS list) for a quorum of
+// independent masters (redisdriver.OpenQuorum). A URL never holds a space
+// that is not escaped, so the list is unambiguous. The same URL twice would
+// give one server two votes: a usage error.
+func openRedis(spec string, opts ...dlock.Option) (*dlock.Client, error) {
+	urls := specList(spec)
+	if len(urls) == 1 {
+		return redisdriver.Open(urls[0], opts...)
+	}
+	seen := make(map[string]bool, len(urls))
+	for _, u := range urls {
+		if seen[u] {
+			return nil, fmt.Errorf("%w: redis URL %q given twice: each master of a quorum has one vote",
+				dlock.ErrInvalidArgument, redisdriver.RedactURL(u))
+		}
+		seen[u] = true
+	}
+	return redisdriver.OpenQuorum(urls, opts...)
+}
+
+// specList splits a store's spec into its addresses: one, or several
+// separated by spaces.
+func specList(spec string) []string {
+	if list := strings.Fields(spec); len(list) > 0 {
+		return list
+	}
+	return []string{spec}
+}
 
 // store is one store's flag: its value from the command line (before or
 // after the command name) and from its variable, read once by Main.
@@ -35,7 +67,14 @@ func (st *store) String() string {
 	return st.value
 }
 
+// Set takes the flag's value; a repeated flag adds its value to the
+// earlier ones, separated by a space (a quorum of Redis masters: see
+// openRedis; a store that takes one address reports the list as a bad
+// address).
 func (st *store) Set(v string) error {
+	if st.set {
+		v = st.value + " " + v
+	}
 	st.value, st.set = v, true
 	return nil
 }
