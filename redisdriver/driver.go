@@ -51,6 +51,7 @@ type Driver struct {
 	loading     chan struct{} // held by the one load of the library under way (library.go)
 	loads       atomic.Uint64 // loads of the library done
 	waiters     queuedWaiters // woken when their grants' subscription is back (waiters.go)
+	ack         *replicaAck   // WithReplicaAck or WithAOFAck, or nil (replica.go)
 }
 
 var (
@@ -108,6 +109,9 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Driver, error) {
 	d.noFunctions.Store(true) // scripts unless WithFunctions: see there why
 	d.cluster, _ = rdb.(*redis.ClusterClient)
 	if err := options.Apply(d, opts); err != nil {
+		return nil, err
+	}
+	if err := d.checkAck(); err != nil {
 		return nil, err
 	}
 	if d.cluster != nil {

@@ -2,9 +2,12 @@ package redisdriver_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log"
+	"time"
 
+	"github.com/dlockio/dlock"
 	"github.com/dlockio/dlock/redisdriver"
 )
 
@@ -37,4 +40,31 @@ func ExampleParseURL() {
 		log.Fatal(err)
 	}
 	_ = drv // pass to dlock.New
+}
+
+// WithReplicaAck makes a lock count only once a replica has it, so that a
+// failover to that replica keeps it. The example only compiles: it needs
+// a Sentinel deployment.
+func ExampleWithReplicaAck() {
+	rdb, err := redisdriver.ParseURL("redis+sentinel://127.0.0.1:26379/primary")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer rdb.Close()
+	drv, err := redisdriver.New(rdb, redisdriver.WithReplicaAck(1, 100*time.Millisecond))
+	if err != nil {
+		log.Fatal(err)
+	}
+	client, err := dlock.New(drv)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer client.Close()
+	lease, err := client.Lock(context.Background(), "invoice-run")
+	if errors.Is(err, redisdriver.ErrReplicaAck) {
+		log.Fatal("no replica confirmed the lock: ", err)
+	} else if err != nil {
+		log.Fatal(err)
+	}
+	defer lease.Unlock(context.Background())
 }

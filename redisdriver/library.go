@@ -108,6 +108,9 @@ func (d *Driver) run(ctx context.Context, s *script, keys []string, args ...any)
 // runCode runs s with keys and args: as its function if the server has
 // functions, else as a script.
 func (d *Driver) runCode(ctx context.Context, s *script, keys []string, args ...any) *redis.Cmd {
+	if d.ack != nil && acked(s) {
+		return d.runAcked(ctx, s, keys, args...) // with its WAIT (replica.go)
+	}
 	loads, ok := d.useFunctions(ctx)
 	if !ok {
 		return s.run(ctx, d.rdb, keys, args...)
@@ -159,6 +162,20 @@ func (d *Driver) useFunctions(ctx context.Context) (uint64, bool) {
 // migration, as run does. It returns the first error of a call's reply.
 // Replies are left in the calls.
 func (d *Driver) runCalls(ctx context.Context, calls []*call) error {
+	if d.ack != nil {
+		// Each call with its own WAIT, which counts its connection's
+		// writes: the calls of one Renew or Release on one master, in a
+		// few round trips instead of one.
+		for _, cl := range calls {
+			cl.reply = d.run(ctx, cl.s, cl.keys, cl.args...)
+		}
+		for _, cl := range calls {
+			if e := cl.reply.Err(); e != nil {
+				return e
+			}
+		}
+		return nil
+	}
 	for _, cl := range calls {
 		cl.keys = d.declare(cl.s, cl.keys, cl.args)
 	}

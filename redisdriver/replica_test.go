@@ -1,0 +1,198 @@
+package redisdriver_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dlockio/dlock"
+	"github.com/dlockio/dlock/driver"
+	"github.com/dlockio/dlock/internal/testkit/leasecheck"
+	"github.com/dlockio/dlock/internal/testkit/redisserver"
+	"github.com/dlockio/dlock/redisdriver"
+	"github.com/redis/go-redis/v9"
+)
+
+// newSentinelLocker returns a Client through a Sentinel failover client of
+// dep, with the driver's opts.
+func newSentinelLocker(t *testing.T, dep *redisserver.SentinelDeployment, opts ...redisdriver.Option) *dlock.Client {
+	t.Helper()
+	rdb := redis.NewFailoverClient(&redis.FailoverOptions{
+		MasterName:    redisserver.SentinelName,
+		SentinelAddrs: []string{dep.Sentinel.Addr()},
+	})
+	t.Cleanup(func() { _ = rdb.Close() })
+	return newLockerWith(t, rdb, opts...)
+}
+
+// The failover hole, and its closing by WithReplicaAck, on a master with
+// one replica and a Sentinel. A lock is taken on the master while the
+// replication link is cut, so the replica never has it, and the Sentinel
+// promotes the replica: without the option, a second Client takes the
+// lock on the new master while the first still holds its lease (its
+// token is higher: the fencing token is what tells them apart). With the
+// option, that first acquisition fails (too few replicas acknowledged it)
+// and never counts; with the link up, the replica has the lock, and it
+// survives the failover.
+func TestReplicaAckAndFailover(t *testing.T) {
+	const name, ttl = "replicated", 30 * time.Second
+	t.Run("without the option, the lock is granted twice", func(t *testing.T) {
+		dep := redisserver.StartSentinel(t)
+		ctx := ctxTimeout(t, 60*time.Second)
+		dep.Link.Blackhole(true)
+		first := got(t)(newSentinelLocker(t, dep).TryLock(ctx, name, dlock.WithTTL(ttl)))
+		dep.Failover(t)
+		second := got(t)(newSentinelLocker(t, dep).TryLock(ctx, name, dlock.WithTTL(ttl)))
+		select {
+		case <-first.Done():
+			t.Fatalf("the first lease ended: %v", first.Err())
+		default: // both Clients hold the lock: the hole
+		}
+		if second.Token() <= first.Token() {
+			t.Fatalf("the second holder's token %d is not above the first's %d", second.Token(), first.Token())
+		}
+		t.Logf("two holders: tokens %d then %d (higher by %d)", first.Token(), second.Token(), second.Token()-first.Token())
+	})
+	t.Run("with the option, an unreplicated acquisition fails", func(t *testing.T) {
+		dep := redisserver.StartSentinel(t)
+		ctx := ctxTimeout(t, 60*time.Second)
+		a := newSentinelLocker(t, dep, redisdriver.WithReplicaAck(1, 200*time.Millisecond))
+		dep.Link.Blackhole(true)
+		_, err := a.TryLock(ctx, name, dlock.WithTTL(ttl))
+		if !errors.Is(err, redisdriver.ErrReplicaAck) || !errors.Is(err, dlock.ErrBackend) {
+			t.Fatalf("TryLock with the replica cut off: %v, want ErrReplicaAck and ErrBackend", err)
+		}
+		_, err = a.Lock(ctx, name, dlock.WithTTL(ttl))
+		if !errors.Is(err, redisdriver.ErrReplicaAck) {
+			t.Fatalf("Lock with the replica cut off: %v, want ErrReplicaAck", err)
+		}
+		// Released on the master, by its owner id, in the background.
+		master := dep.Master.Client(t)
+		eventuallyFree(t, master, name)
+		dep.Failover(t)
+		unlock(t, got(t)(newSentinelLocker(t, dep).TryLock(ctx, name, dlock.WithTTL(ttl))))
+	})
+	t.Run("with the option, the lock survives the failover", func(t *testing.T) {
+		dep := redisserver.StartSentinel(t)
+		ctx := ctxTimeout(t, 60*time.Second)
+		first := got(t)(newSentinelLocker(t, dep, redisdriver.WithReplicaAck(1, time.Second)).TryLock(ctx, name, dlock.WithTTL(ttl)))
+		dep.Failover(t)
+		if _, err := newSentinelLocker(t, dep).TryLock(ctx, name, dlock.WithTTL(ttl)); !errors.Is(err, dlock.ErrNotAcquired) {
+			t.Fatalf("second TryLock after the failover: %v, want ErrNotAcquired", err)
+		}
+		select {
+		case <-first.Done():
+			t.Fatalf("the lease ended: %v", first.Err())
+		default:
+		}
+	})
+}
+
+// A renewal that the replica did not acknowledge does not move the
+// lease's validity deadline: with the replication link cut, the lease is
+// lost at its deadline (the master ran every renewal; only WAIT failed).
+func TestUnacknowledgedRenewalsDoNotExtendTheLease(t *testing.T) {
+	const name, ttl = "renewed", 1500 * time.Millisecond
+	dep := redisserver.StartSentinel(t)
+	ctx := ctxTimeout(t, 30*time.Second)
+	l := got(t)(newSentinelLocker(t, dep, redisdriver.WithReplicaAck(1, time.Second)).TryLock(ctx, name, dlock.WithTTL(ttl)))
+	dep.Link.Blackhole(true)
+	waitDone(t, l, 10*time.Second)
+	if err := l.Err(); !errors.Is(err, dlock.ErrLockLost) || !strings.Contains(err.Error(), "deadline passed") {
+		t.Fatalf("lease ended with %v, want ErrLockLost at its validity deadline", err)
+	}
+}
+
+// WithAOFAck sends WAITAOF, which Redis has from 7.2 on: a server without
+// it refuses every acquisition, with an error that says so, and nothing
+// stays held; one with it grants the lock (the master fsyncs with
+// appendonly on).
+func TestAOFAck(t *testing.T) {
+	srv := redisserver.Start(t, redisserver.WithArgs("--appendonly", "yes"))
+	ctx := ctxTimeout(t, 10*time.Second)
+	c := newLockerWith(t, srv.Client(t), redisdriver.WithAOFAck(1, 0, time.Second))
+	version := serverVersion(t, srv.Client(t))
+	l, err := c.TryLock(ctx, "aof")
+	if version < "7.2" { // versions compare as strings for 6.x and 7.x
+		if !errors.Is(err, redisdriver.ErrReplicaAck) || !errors.Is(err, errors.ErrUnsupported) {
+			t.Fatalf("TryLock on Redis %s: %v, want ErrReplicaAck and ErrUnsupported", version, err)
+		}
+		eventuallyFree(t, srv.Client(t), "aof")
+		return
+	}
+	unlock(t, got(t)(l, err))
+}
+
+// The options refuse what they cannot do with errors, never at the first
+// lock.
+func TestReplicaAckOptionsRefused(t *testing.T) {
+	srv := redisserver.Start(t)
+	for _, c := range []struct {
+		name string
+		rdb  redis.UniversalClient
+		opt  redisdriver.Option
+		want []error
+	}{
+		{"no replica", srv.Client(t), redisdriver.WithReplicaAck(0, time.Second), []error{driver.ErrInvalid}},
+		{"no timeout", srv.Client(t), redisdriver.WithReplicaAck(1, 0), []error{driver.ErrInvalid}},
+		{"timeout past the read timeout", redis.NewClient(&redis.Options{Addr: srv.Addr(), ReadTimeout: time.Second}),
+			redisdriver.WithReplicaAck(1, time.Second), []error{driver.ErrInvalid}},
+		{"cluster", redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{srv.Addr()}}),
+			redisdriver.WithReplicaAck(1, time.Second), []error{driver.ErrInvalid, errors.ErrUnsupported}},
+		{"AOF local 2", srv.Client(t), redisdriver.WithAOFAck(2, 0, time.Second), []error{driver.ErrInvalid}},
+		{"AOF nothing", srv.Client(t), redisdriver.WithAOFAck(0, 0, time.Second), []error{driver.ErrInvalid}},
+	} {
+		t.Cleanup(func() { _ = c.rdb.Close() })
+		_, err := redisdriver.New(c.rdb, c.opt)
+		for _, want := range c.want {
+			if !errors.Is(err, want) {
+				t.Errorf("%s: %v, want %v", c.name, err, want)
+			}
+		}
+	}
+}
+
+// newLockerWith returns a Client on rdb through a Driver with opts.
+func newLockerWith(t *testing.T, rdb redis.UniversalClient, opts ...redisdriver.Option) *dlock.Client {
+	t.Helper()
+	drv, err := redisdriver.New(rdb, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := dlock.New(drv, dlock.WithLogger(leasecheck.QuietLogger()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// serverVersion returns the redis_version INFO reports.
+func serverVersion(t *testing.T, rdb *redis.Client) string {
+	t.Helper()
+	info, err := rdb.Info(context.Background(), "server").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "redis_version:"); ok {
+			return v
+		}
+	}
+	t.Fatal("no redis_version in INFO")
+	return ""
+}
+
+// eventuallyFree waits, for up to 5 s, until no one holds name on rdb.
+func eventuallyFree(t *testing.T, rdb *redis.Client, name string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for isHeld(t, rdb, name) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%q still held on %s", name, rdb.Options().Addr)
+		}
+		time.Sleep(10 * time.Millisecond) // polling interval, not a synchronisation
+	}
+}
