@@ -133,7 +133,9 @@ func New(conn *zk.Conn, opts ...Option) (*Driver, error) {
 // one client ping interval (a third of the timeout) older. A lease whose
 // TTL fits in what is left ends, by dlock's validity deadline, before the
 // session can.
-func (d *Driver) MaxTTL() time.Duration { return d.sessionTimeout * 2 / 3 }
+func (d *Driver) MaxTTL() time.Duration {
+	return (d.sessionTimeout * 2 / 3).Truncate(time.Millisecond) // a whole TTLUnit
+}
 
 // Capabilities implements driver.Driver.
 func (d *Driver) Capabilities() driver.Capabilities {

@@ -1,0 +1,73 @@
+package zkdriver
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/dlockio/dlock"
+	"github.com/dlockio/dlock/zkdriver/internal/zkserver"
+)
+
+func TestParseServersInvalid(t *testing.T) {
+	for _, s := range []string{"", "  ", "a:2181,,b:2181", "zk://a:2181", "a:0", "a:65536", "a:port", "a/chroot", ":2181", "a:1:2"} {
+		if _, err := ParseServers(s); !errors.Is(err, dlock.ErrInvalidArgument) {
+			t.Errorf("ParseServers(%q) = %v, want ErrInvalidArgument", s, err)
+		}
+		if _, err := Open(s); !errors.Is(err, dlock.ErrInvalidArgument) {
+			t.Errorf("Open(%q) = %v, want ErrInvalidArgument", s, err)
+		}
+	}
+}
+
+func TestNewInvalid(t *testing.T) {
+	if _, err := New(nil); !errors.Is(err, dlock.ErrInvalidArgument) {
+		t.Errorf("New(nil) = %v", err)
+	}
+	n := zkserver.Start(t)
+	conn, _ := dial(t, n.Addr(), testSession)
+	for _, p := range []string{"", "/", "rel", "/a/", "/a//b", "/a/../b"} {
+		if _, err := New(conn, WithPrefix(p)); !errors.Is(err, dlock.ErrInvalidArgument) {
+			t.Errorf("WithPrefix(%q) = %v, want ErrInvalidArgument", p, err)
+		}
+	}
+	if _, err := New(conn, WithSessionTimeout(0)); !errors.Is(err, dlock.ErrInvalidArgument) {
+		t.Errorf("WithSessionTimeout(0) = %v", err)
+	}
+}
+
+// TestOpen: Open learns the session timeout the servers grant, and the
+// Client's default TTL fits in it; a TTL that does not is refused.
+func TestOpen(t *testing.T) {
+	n := zkserver.Start(t)
+	c, err := Open(n.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	l, err := c.Lock(ctx, "open")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The test servers grant up to 90 s, so the 40 s asked for: MaxTTL
+	// 26.666 s, below dlock's default 30 s.
+	if _, err := c.Lock(ctx, "long", dlock.WithTTL(30*time.Second)); !errors.Is(err, dlock.ErrInvalidArgument) {
+		t.Errorf("Lock with a TTL above MaxTTL: %v, want ErrInvalidArgument", err)
+	}
+}
+
+// TestOpenNoServer: Open fails with ErrBackend when no server answers,
+// by its context's deadline.
+func TestOpenNoServer(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	if _, err := OpenContext(ctx, "127.0.0.1:1"); !errors.Is(err, dlock.ErrBackend) {
+		t.Errorf("OpenContext with no server: %v, want ErrBackend", err)
+	}
+}
