@@ -160,6 +160,15 @@ func (b *bench) startServers(redisAddr string, peers []peer) (_ []peer, notes []
 	}
 	b.admin = redis.NewClient(&redis.Options{Addr: b.redisAddr})
 	stops = append(stops, func() { _ = b.admin.Close() })
+	if slices.ContainsFunc(peers, func(p peer) bool { return p.replica }) {
+		r, err := startReplica(b.redisAddr) // replica.go
+		if err != nil {
+			stop()
+			return nil, nil, nil, err
+		}
+		stops = append(stops, r.stop)
+		stopOnSignal(r)
+	}
 	if slices.ContainsFunc(peers, func(p peer) bool { return p.quorum }) {
 		q, err := startQuorum(b.ttl)
 		if err != nil {
@@ -243,7 +252,7 @@ func splitList(s string) []string {
 }
 
 func selectPeers(names []string) ([]peer, error) {
-	all := append(append(allPeers(), diagnosticPeers()...), quorumPeers()...)
+	all := append(append(append(allPeers(), diagnosticPeers()...), quorumPeers()...), replicaPeers()...)
 	var out []peer
 	for _, p := range all {
 		if slices.Contains(names, p.name) {

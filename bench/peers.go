@@ -60,6 +60,8 @@ type peer struct {
 	etcd bool
 	// quorum: the peer runs on the quorum's masters (quorum.go).
 	quorum bool
+	// replica: the peer needs the Redis server to have a replica (replica.go).
+	replica bool
 }
 
 // allPeers lists the implementations in table order.
