@@ -79,6 +79,15 @@
 // slot, so a renewal or release retried within the TTL succeeds on the
 // promoted replica (docs/reliability.md has what a failover costs).
 //
+// The reload is the go-redis client's own: once a dlock call has triggered
+// it, every command on that client, a plain GET too, goes to the new
+// master. A command of the application's own that fails on the dead
+// master does not trigger it: go-redis reloads by itself only on MOVED or
+// ASK (which a dead master never answers) and once a minute, so on a
+// client that no dlock call is using at the time, such commands fail until
+// then (for a client of its own, ClusterOptions.ClusterStateReloadInterval,
+// or a ReloadState call after such a failure, shortens that).
+//
 // Releases and grants are announced on pub/sub, which drops what is
 // published while a Client's connection is down (a dead master may have
 // held it). Once the connection is back and every channel confirmed again,

@@ -43,7 +43,9 @@ func TestReplicaAckAndFailover(t *testing.T) {
 		ctx := ctxTimeout(t, 60*time.Second)
 		dep.Link.Blackhole(true)
 		first := got(t)(newSentinelLocker(t, dep).TryLock(ctx, name, dlock.WithTTL(ttl)))
+		start := time.Now()
 		dep.Failover(t)
+		t.Logf("SENTINEL FAILOVER: the replica is the master %v later", time.Since(start).Round(time.Millisecond))
 		second := got(t)(newSentinelLocker(t, dep).TryLock(ctx, name, dlock.WithTTL(ttl)))
 		select {
 		case <-first.Done():
@@ -54,6 +56,14 @@ func TestReplicaAckAndFailover(t *testing.T) {
 			t.Fatalf("the second holder's token %d is not above the first's %d", second.Token(), first.Token())
 		}
 		t.Logf("two holders: tokens %d then %d (higher by %d)", first.Token(), second.Token(), second.Token()-first.Token())
+		// The first holder learns of it at its next renewal, which finds the
+		// lock another's: the overlap lasts until then, at most TTL/3.
+		acquiredAgain := time.Now()
+		waitDone(t, first, ttl/3+5*time.Second)
+		if !errors.Is(first.Err(), dlock.ErrLockLost) {
+			t.Fatalf("first lease ended with %v, want ErrLockLost", first.Err())
+		}
+		t.Logf("the first holder lost its lease %v after the second took the lock", time.Since(acquiredAgain).Round(time.Millisecond))
 	})
 	t.Run("with the option, an unreplicated acquisition fails", func(t *testing.T) {
 		dep := redisserver.StartSentinel(t)
