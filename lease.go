@@ -97,10 +97,12 @@ func (l *lease[A]) Holds() int {
 // already been lost — the other holder's lock is left intact; a MultiLease
 // names the lost keys and releases the others all the same — and a
 // backend error when the store could not be reached, in which case
-// calling Unlock again retries. When ctx is already done (a request
-// context in a defer, say) or ends during the call, the error matches
-// ctx.Err() and the release is made in the background, bounded in time,
-// so the lock does not stay held for its TTL. Once Unlock has returned nil
+// calling Unlock again retries; meanwhile the release is tried again in
+// the background until the store takes it or the lease's TTL ends, so the
+// lock does not stay held by nobody longer than the store refuses it. When
+// ctx is already done (a request context in a defer, say) or ends during
+// the call, the error matches ctx.Err() and the release is made in the
+// background the same way, so the lock does not stay held for its TTL. Once Unlock has returned nil
 // or ErrNotHeld, further calls return the same answer without a round
 // trip.
 //

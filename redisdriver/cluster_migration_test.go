@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"net"
 	"slices"
 	"strconv"
@@ -11,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dlockio/dlock"
 	"github.com/dlockio/dlock/driver"
 	"github.com/dlockio/dlock/internal/testkit/redisserver"
 	"github.com/redis/go-redis/v9"
@@ -321,4 +324,62 @@ func (m *migration) finish(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// An Unlock during a slot migration that lasts longer than the driver's
+// retries (5 s) and the Client's first background release: the Client
+// goes on releasing in the background, so the lock is released once the
+// migration ends, not left held by nobody until its TTL. Before, the
+// background release was tried once, and the lock stayed held.
+func TestUnlockOutlastedByASlotMigration(t *testing.T) {
+	nodes := redisserver.StartCluster(t, 2)
+	d := newDriver(t, newClusterClient(t, nodes))
+	c, err := dlock.New(d, dlock.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	name := ""
+	for i := 0; name == ""; i++ {
+		if n := fmt.Sprintf("long-migration:%d", i); slot(d.lockKey(n)) < 16384/2 {
+			name = n
+		}
+	}
+	const ttl = 30 * time.Second
+	l, err := c.Lock(ctx, name, dlock.WithTTL(ttl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := startMigration(ctx, t, nodes, int(slot(d.lockKey(name))))
+	uctx, ucancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	err = l.Unlock(uctx)
+	ucancel()
+	if err == nil {
+		t.Fatal("Unlock during the migration returned nil: the release cannot have run")
+	}
+	// The migration lasts longer than the driver's retries of one call
+	// (migrationWait) and the Client's first background release: the
+	// scenario, not a wait for a signal.
+	time.Sleep(migrationWait + 2*time.Second)
+	m.finish(t)
+	finished := time.Now()
+	for isHeldOn(ctx, t, m.dst, d.lockKey(name)) {
+		if time.Since(finished) > ttl/2 {
+			t.Fatalf("lock still held %v after the migration ended", time.Since(finished).Round(time.Millisecond))
+		}
+		time.Sleep(10 * time.Millisecond) // polling interval, not a synchronisation
+	}
+	t.Logf("lock released %v after the migration ended", time.Since(finished).Round(time.Millisecond))
+}
+
+// isHeldOn reports whether the node of rdb has key.
+func isHeldOn(ctx context.Context, t *testing.T, rdb *redis.Client, key string) bool {
+	t.Helper()
+	n, err := rdb.Exists(ctx, key).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n == 1
 }

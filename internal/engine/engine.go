@@ -231,7 +231,8 @@ func (e *Engine) Close() error {
 // renewal stops at once. It returns nil when the lock was released (also
 // when an earlier attempt released it but its reply was lost), ErrNotHeld
 // when it had been lost, a backend error when the store failed (calling
-// Release again retries; meanwhile a background release is queued), and an
+// Release again retries; meanwhile the release is retried in the
+// background until it works or the lease's TTL ends: addRetried), and an
 // error matching ctx.Err() when ctx ended first (the release then happens
 // in the background, bounded in time). A definitive answer (nil or
 // ErrNotHeld) is remembered and returned again without a round trip.
@@ -282,18 +283,20 @@ func (e *Engine) release(ctx context.Context, h *Hold) error {
 	e.renewer.remove(h)
 	h.end(ErrReleased)
 	if ctx == nil {
-		e.releaser.add(h.releaseRequest())
+		e.releaser.addRetried(h.releaseRequest(), h.ttl)
 		return fmt.Errorf("%w: unlock %q: nil context (released in the background)", driver.ErrInvalid, h.key)
 	}
 	if ctx.Err() != nil {
-		e.releaser.add(h.releaseRequest())
+		e.releaser.addRetried(h.releaseRequest(), h.ttl)
 		return ctxError("unlock", h.key, ctx.Err())
 	}
 	req := h.releaseRequest()
 	req.Settled = e.settled.of(h.key)
 	res, err := e.releaseOne(ctx, req)
 	if err != nil {
-		e.releaser.add(h.releaseRequest())
+		// Retried in the background until it works or the TTL ends
+		// (addRetried): the lock is not left held by nobody meanwhile.
+		e.releaser.addRetried(h.releaseRequest(), h.ttl)
 		switch {
 		case ctx.Err() != nil:
 			return ctxError("unlock", h.key, ctx.Err())

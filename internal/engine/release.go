@@ -29,11 +29,17 @@ const (
 	// optimisation (the lock expires anyway), so beyond it the oldest are
 	// dropped — they are the closest to expiring.
 	maxQueuedReleases = 1 << 16
+	// releaseRetryFirst is the wait before the first retry of an Unlock's
+	// release that failed in the background; it doubles up to
+	// releaseRetryMax.
+	releaseRetryFirst = 50 * time.Millisecond
+	releaseRetryMax   = time.Second
 )
 
 // releaser makes the best-effort releases nobody waits for: acquisitions
 // whose reply was lost or came too late, leases lost at their deadline,
-// Unlock calls whose context had ended, and every lease at Close. One
+// Unlock calls whose context had ended or whose release failed (those are
+// tried again until their TTL ends: addRetried), and every lease at Close. One
 // goroutine sends them in batches of up to MaxBatch per driver call, so
 // 100k releases at Close are a hundred calls, not 100k goroutines.
 type releaser struct {
@@ -46,13 +52,26 @@ type releaser struct {
 	draining  bool // Close has begun: a failed or unanswered call ends the drain
 	closing   bool // Close waits for the queue to empty
 	drainBy   time.Time
+	// retried are the releases of Unlock calls that failed (addRetried):
+	// one whose call fails is sent again, releaseRetryFirst later and
+	// twice as late each time up to releaseRetryMax, until its until.
+	retried map[driver.ReleaseRequest]*retry
+	waiting []driver.ReleaseRequest // retried releases waiting for their next try
 
 	kick chan struct{}
 	done chan struct{}
 }
 
+// retry is the state of a retried release.
+type retry struct {
+	until time.Time     // the lease's TTL after its Unlock: it has expired in the store by then
+	wait  time.Duration // before the next try
+	next  time.Time     // when the next try is due
+}
+
 func newReleaser(e *Engine) *releaser {
-	r := &releaser{e: e, kick: make(chan struct{}, 1), done: make(chan struct{})}
+	r := &releaser{e: e, kick: make(chan struct{}, 1), done: make(chan struct{}),
+		retried: make(map[driver.ReleaseRequest]*retry)}
 	go r.loop()
 	return r
 }
@@ -62,12 +81,71 @@ func newReleaser(e *Engine) *releaser {
 func (r *releaser) add(req driver.ReleaseRequest) {
 	r.mu.Lock()
 	if len(r.queue) >= maxQueuedReleases && !r.unbounded {
+		delete(r.retried, r.queue[0])
 		r.queue = r.queue[1:]
 		r.dropped++
 	}
 	r.queue = append(r.queue, req)
 	r.mu.Unlock()
 	r.signal()
+}
+
+// addRetried queues the release of a lease whose Unlock could not release
+// it, to be tried again while it fails, until ttl from now: by then the
+// lease has expired in the store (its last write was before now). An
+// Unlock that ends a lease so leaves its lock held by nobody only for as
+// long as the store refuses the release (a Cluster slot being migrated for
+// longer than the driver's own retries, a brief outage), not for the rest
+// of its TTL. It never blocks.
+func (r *releaser) addRetried(req driver.ReleaseRequest, ttl time.Duration) {
+	r.mu.Lock()
+	if len(r.retried) < maxQueuedReleases {
+		r.retried[req] = &retry{until: time.Now().Add(ttl), wait: releaseRetryFirst}
+	}
+	r.mu.Unlock()
+	r.add(req)
+}
+
+// retryFailed schedules the retried releases of batch, whose call failed,
+// for their next try, and forgets those past their until. Called with r.mu
+// held.
+func (r *releaser) retryFailed(batch []driver.ReleaseRequest) {
+	now := time.Now()
+	for _, req := range batch {
+		rt, ok := r.retried[req]
+		if !ok {
+			continue
+		}
+		rt.next = now.Add(rt.wait)
+		rt.wait = min(2*rt.wait, releaseRetryMax)
+		if !rt.next.Before(rt.until) {
+			delete(r.retried, req)
+			continue
+		}
+		r.waiting = append(r.waiting, req)
+	}
+}
+
+// takeDue moves the retried releases whose next try is due to the queue,
+// and returns how long until the next one is (0 for none). Called with
+// r.mu held.
+func (r *releaser) takeDue() time.Duration {
+	now := time.Now()
+	var next time.Duration
+	kept := r.waiting[:0]
+	for _, req := range r.waiting {
+		rt := r.retried[req]
+		if wait := rt.next.Sub(now); wait > 0 && !r.closing {
+			kept = append(kept, req)
+			if next == 0 || wait < next {
+				next = wait
+			}
+			continue
+		}
+		r.queue = append(r.queue, req) // due; or Close drains everything at once
+	}
+	r.waiting = kept
+	return next
 }
 
 // addAll queues releases without the bound: Close's leases, which are
@@ -120,8 +198,15 @@ func (r *releaser) close() {
 
 func (r *releaser) loop() {
 	defer close(r.done)
+	var timer *time.Timer // the next retry's, made on first use
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
 	for {
 		r.mu.Lock()
+		nextRetry := r.takeDue()
 		n := min(len(r.queue), r.e.caps.MaxBatch)
 		batch := append([]driver.ReleaseRequest(nil), r.queue[:n]...)
 		r.queue = r.queue[n:]
@@ -138,7 +223,7 @@ func (r *releaser) loop() {
 			if closing {
 				return
 			}
-			<-r.kick
+			r.await(&timer, nextRetry)
 			continue
 		}
 		timeout := releaseTimeout
@@ -153,14 +238,41 @@ func (r *releaser) loop() {
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		_, err := r.e.drv.Release(ctx, batch)
 		cancel()
+		r.mu.Lock()
+		if err != nil && !draining {
+			r.retryFailed(batch)
+		} else {
+			for _, req := range batch {
+				delete(r.retried, req)
+			}
+		}
+		r.mu.Unlock()
 		if err != nil {
 			r.e.backendError("background release", batch[0].Kind, "", err)
-			r.e.log.debug("dlock: best-effort release failed; the locks expire with their TTL", "locks", len(batch), "err", err)
+			r.e.log.debug("dlock: best-effort release failed; the locks expire with their TTL (an Unlock's is retried until then)", "locks", len(batch), "err", err)
 			if draining {
 				r.giveUp(0)
 				return
 			}
 		}
+	}
+}
+
+// await waits for a release to be queued, or for the next retry, due in
+// next (0 for none).
+func (r *releaser) await(timer **time.Timer, next time.Duration) {
+	if next == 0 {
+		<-r.kick
+		return
+	}
+	if *timer == nil {
+		*timer = time.NewTimer(next)
+	} else {
+		(*timer).Reset(next)
+	}
+	select {
+	case <-r.kick:
+	case <-(*timer).C:
 	}
 }
 

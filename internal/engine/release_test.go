@@ -89,3 +89,63 @@ func TestCloseReleasesEveryBatch(t *testing.T) {
 		}
 	}
 }
+
+// An Unlock whose release fails (a store briefly refusing, a Cluster slot
+// being migrated for longer than the driver's retries) keeps being
+// released in the background until the store takes it or the lease's TTL
+// ends: the lock is not left held by nobody until it expires. Before, the
+// background release was tried once.
+func TestFailedUnlockIsRetriedUntilTheTTL(t *testing.T) {
+	drv := memdriver.New()
+	e := newTestEngine(t, drv)
+	h, err := e.Acquire(context.Background(), lockReq("k", 10*time.Second, false, true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := errors.New("TRYAGAIN slot being migrated")
+	var calls atomic.Int32
+	drv.SetFault(func(ctx context.Context, op string) error {
+		if op == memdriver.OpRelease && calls.Add(1) <= 4 {
+			return refused
+		}
+		return nil
+	})
+	if err := e.Release(context.Background(), h); !errors.Is(err, ErrBackend) {
+		t.Fatalf("Release with the store refusing: %v, want a backend error", err)
+	}
+	eventually(t, 5*time.Second, "the lock released by the background retries", func() bool { return !held(t, drv, "k") })
+	if n := calls.Load(); n != 5 {
+		t.Fatalf("%d release calls, want 5 (the Unlock's, three failed retries, the one that worked)", n)
+	}
+}
+
+// The retries of a failed release stop once the lease's TTL has passed:
+// the lock has expired in the store by then, whatever became of them.
+func TestFailedUnlockRetriesStopAtTheTTL(t *testing.T) {
+	drv := memdriver.New()
+	e := newTestEngine(t, drv)
+	const ttl = 300 * time.Millisecond
+	h, err := e.Acquire(context.Background(), lockReq("k", ttl, false, true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var calls atomic.Int32
+	drv.SetFault(func(ctx context.Context, op string) error {
+		if op == memdriver.OpRelease {
+			calls.Add(1)
+			return errors.New("connection refused")
+		}
+		return nil
+	})
+	released := time.Now()
+	if err := e.Release(context.Background(), h); !errors.Is(err, ErrBackend) {
+		t.Fatalf("Release with the store refusing: %v, want a backend error", err)
+	}
+	eventually(t, 5*time.Second, "a retry", func() bool { return calls.Load() >= 2 })
+	time.Sleep(time.Until(released.Add(ttl + releaseRetryMax))) // past the TTL and a retry's wait
+	after := calls.Load()
+	time.Sleep(2 * releaseRetryMax) // long enough for two more retries, were they made
+	if n := calls.Load(); n != after {
+		t.Fatalf("%d release calls after the TTL had passed, then %d: the retries go on", after, n)
+	}
+}
