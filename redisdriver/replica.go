@@ -55,7 +55,10 @@ type replicaAck struct {
 // option over the same go-redis client (both share its connections; locks
 // of one name must all be taken through one of them to get the promise).
 // It needs a client of one master (a plain client, or a Sentinel failover
-// client): New refuses it on a Cluster or a Ring client. timeout must be
+// client): New refuses it on a Cluster or a Ring client. It has no URL
+// parameter: ParseURL makes the go-redis client, which carries no driver
+// options, and Open uses the defaults; pass the option to New with a
+// client from ParseURL. timeout must be
 // at least a millisecond, and below the client's ReadTimeout, which
 // bounds the pipeline's reply.
 func WithReplicaAck(replicas int, timeout time.Duration) Option {
