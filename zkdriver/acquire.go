@@ -32,7 +32,7 @@ func (d *Driver) Acquire(ctx context.Context, req driver.AcquireRequest) (driver
 	if err != nil {
 		return driver.AcquireResult{}, err
 	}
-	v, err := d.evaluate(parent, own, driver.ModeExclusive, 0, time.Now())
+	v, err := d.evaluate(parent, own, driver.ModeExclusive, 0, time.Now(), evalOpts{})
 	if err != nil {
 		return driver.AcquireResult{}, err
 	}
@@ -151,29 +151,36 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 
 // checkAlive reads the node at path and reports whether it is alive at
 // now (leader's clock, ms) and how long it has left; an expired node is
-// deleted, version-checked.
-func (d *Driver) checkAlive(path string, now int64) (time.Duration, bool, error) {
-	b, st, err := d.conn.Get(path)
+// deleted, version-checked. With watch, the read also watches the node
+// (its deletion or next change fires ch), for a waiter that it blocks.
+func (d *Driver) checkAlive(path string, now int64, watch bool) (left time.Duration, alive bool, ch <-chan zk.Event, err error) {
+	var b []byte
+	var st *zk.Stat
+	if watch {
+		b, st, ch, err = d.conn.GetW(path)
+	} else {
+		b, st, err = d.conn.Get(path)
+	}
 	if errors.Is(err, zk.ErrNoNode) {
-		return 0, false, nil
+		return 0, false, nil, nil
 	}
 	if err != nil {
-		return 0, false, fmt.Errorf("zkdriver: get %s: %w", path, err)
+		return 0, false, nil, fmt.Errorf("zkdriver: get %s: %w", path, err)
 	}
 	nd, err := decodeData(b)
 	if err != nil {
-		return 0, true, nil // not ours to judge: alive until its session ends
+		return 0, true, ch, nil // not ours to judge: alive until its session ends
 	}
-	left := time.Duration(st.Mtime+nd.TTLms-now) * time.Millisecond
+	left = time.Duration(st.Mtime+nd.TTLms-now) * time.Millisecond
 	if left >= 0 {
-		return min(left, time.Duration(nd.TTLms)*time.Millisecond), true, nil
+		return min(left, time.Duration(nd.TTLms)*time.Millisecond), true, ch, nil
 	}
 	switch err := d.conn.Delete(path, st.Version); {
 	case err == nil, errors.Is(err, zk.ErrNoNode):
-		return 0, false, nil
+		return 0, false, nil, nil
 	case errors.Is(err, zk.ErrBadVersion):
-		return 0, true, nil // renewed meanwhile
+		return 0, true, ch, nil // renewed meanwhile
 	default:
-		return 0, false, fmt.Errorf("zkdriver: delete expired %s: %w", path, err)
+		return 0, false, nil, fmt.Errorf("zkdriver: delete expired %s: %w", path, err)
 	}
 }

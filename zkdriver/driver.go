@@ -15,9 +15,10 @@ import (
 const DefaultPrefix = "/dlock"
 
 // DefaultSessionTimeout is the session timeout Open asks the servers
-// for. ZooKeeper grants at most its maxSessionTimeout (20 ticks, 40 s
-// with the default 2 s tick).
-const DefaultSessionTimeout = 40 * time.Second
+// for: enough for dlock.DefaultTTL (see MaxTTL). ZooKeeper grants at most
+// its maxSessionTimeout (20 ticks, 40 s with the default 2 s tick, and so
+// a MaxTTL of 26.666 s): raise it on the servers for longer TTLs.
+const DefaultSessionTimeout = 45 * time.Second
 
 // MaxBatch is the most leases one Renew or Release call carries
 // (Capabilities.MaxBatch): a Renew batch is one multi request.
@@ -197,7 +198,10 @@ type ownNode struct {
 	sent time.Time // when the last write that set its TTL was sent
 	// answered is when the answer to the last write of the node came.
 	answered time.Time
-	inbox    string // where its grant is announced, while it waits
+	// version is the node's data version after this driver's last write
+	// of it (its creation: 0).
+	version int32
+	inbox   string // where its grant is announced, while it waits
 	// granted is set once the driver saw the waiter granted.
 	granted bool
 	stop    chan struct{} // ends its grant monitor; nil when none runs

@@ -50,6 +50,7 @@ type verdict struct {
 	// watch is the node whose deletion may grant ours; empty with
 	// watchChildren (permits: any departure ahead may).
 	watch         string
+	watchCh       <-chan zk.Event // the watch on it, with evalOpts.watch
 	watchChildren bool
 	mismatch      bool // a permit node ahead has another limit
 	waitersAhead  int  // nodes ahead that are not granted, by their names
@@ -65,7 +66,28 @@ type verdict struct {
 // its last modification is deleted if it is still at the version read:
 // both times are the leader's clock (mtime), own's last modification
 // moved on by this client's clock since the write's answer (answered).
-func (d *Driver) evaluate(parent, own string, mode driver.Mode, limit int, answered time.Time) (verdict, error) {
+// evalOpts are what a caller of evaluate knows or wants besides the node.
+type evalOpts struct {
+	watch bool   // watch the node that blocks own (a waiter's)
+	token uint64 // own's creation zxid, when known (0: read it)
+}
+
+func (d *Driver) evaluate(parent, own string, mode driver.Mode, limit int, answered time.Time, o evalOpts) (verdict, error) {
+	if o.token != 0 {
+		// A waiter judged again: when nothing ahead can block it, the
+		// children alone decide, without own's stat.
+		names, _, err := d.conn.Children(parent)
+		if err != nil {
+			return verdict{}, fmt.Errorf("zkdriver: children of %s: %w", parent, err)
+		}
+		ahead, found := childrenAhead(names, own)
+		if !found {
+			return verdict{gone: true}, nil
+		}
+		if grantedByNames(ahead, mode, limit) {
+			return verdict{granted: true, token: o.token, retryAfter: -1}, nil
+		}
+	}
 	type statRes struct {
 		ok  bool
 		st  *zk.Stat
@@ -87,14 +109,7 @@ func (d *Driver) evaluate(parent, own string, mode driver.Mode, limit int, answe
 	if cerr != nil {
 		return verdict{}, fmt.Errorf("zkdriver: children of %s: %w", parent, cerr)
 	}
-	ownName := own[strings.LastIndexByte(own, '/')+1:]
-	var ahead []child
-	for _, c := range sortedChildren(names) {
-		if c.name == ownName {
-			break
-		}
-		ahead = append(ahead, c)
-	}
+	ahead, _ := childrenAhead(names, own)
 	v := verdict{token: uint64(sr.st.Czxid), retryAfter: -1, waitersAhead: waitersAmong(ahead)}
 	if mode == driver.ModePermit {
 		for _, c := range ahead {
@@ -111,7 +126,7 @@ func (d *Driver) evaluate(parent, own string, mode driver.Mode, limit int, answe
 	if mode == driver.ModePermit {
 		err = d.judgePermit(parent, ahead, now, limit, &v)
 	} else {
-		err = d.judgeBackwards(parent, ahead, now, mode, &v)
+		err = d.judgeBackwards(parent, ahead, now, mode, o.watch, &v)
 	}
 	return v, err
 }
@@ -119,19 +134,19 @@ func (d *Driver) evaluate(parent, own string, mode driver.Mode, limit int, answe
 // judgeBackwards decides an exclusive or shared node: it walks back from
 // the nearest node ahead; the first live node that blocks is the one to
 // watch.
-func (d *Driver) judgeBackwards(parent string, ahead []child, now int64, mode driver.Mode, v *verdict) error {
+func (d *Driver) judgeBackwards(parent string, ahead []child, now int64, mode driver.Mode, watch bool, v *verdict) error {
 	for i := len(ahead) - 1; i >= 0; i-- {
 		c := ahead[i]
 		if mode == driver.ModeShared && c.kind == kindShared {
 			continue // readers ahead never block a reader
 		}
 		p := parent + "/" + c.name
-		left, alive, err := d.checkAlive(p, now)
+		left, alive, ch, err := d.checkAlive(p, now, watch)
 		if err != nil {
 			return err
 		}
 		if alive {
-			v.watch, v.retryAfter = p, left
+			v.watch, v.watchCh, v.retryAfter = p, ch, left
 			return nil
 		}
 	}
@@ -145,7 +160,7 @@ func (d *Driver) judgePermit(parent string, ahead []child, now int64, limit int,
 	held := 0
 	for _, c := range ahead {
 		p := parent + "/" + c.name
-		left, alive, err := d.checkAlive(p, now)
+		left, alive, _, err := d.checkAlive(p, now, false)
 		if err != nil {
 			return err
 		}
@@ -189,4 +204,31 @@ func waitersAmong(cs []child) int {
 		holders++
 	}
 	return len(cs) - holders
+}
+
+// childrenAhead returns the children ahead of own, in order, and whether
+// own is among them.
+func childrenAhead(names []string, own string) ([]child, bool) {
+	ownName := own[strings.LastIndexByte(own, '/')+1:]
+	var ahead []child
+	for _, c := range sortedChildren(names) {
+		if c.name == ownName {
+			return ahead, true
+		}
+		ahead = append(ahead, c)
+	}
+	return ahead, false
+}
+
+// grantedByNames reports whether a request of mode is granted whatever the
+// nodes ahead of it are, alive or expired: none ahead, or for a reader
+// only readers, or for a permit fewer than limit permits.
+func grantedByNames(ahead []child, mode driver.Mode, limit int) bool {
+	for _, c := range ahead {
+		m, _, _ := kindMode(c.kind)
+		if m != mode || mode == driver.ModeExclusive {
+			return false
+		}
+	}
+	return mode != driver.ModePermit || len(ahead) < limit
 }

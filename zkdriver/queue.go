@@ -56,6 +56,7 @@ func (d *Driver) enqueueOnce(ctx context.Context, req driver.QueueRequest) (driv
 	kind := modeKind(req.Mode, req.Limit)
 	old, existed := d.nodeOf(req.ID)
 	sent := time.Now()
+	version := int32(0)
 	nd := newData(req.TTL, sent, req.Owner)
 	own, err := d.createOwn(ctx, parent, kind, req.ID, nd.encode())
 	if err != nil {
@@ -66,7 +67,10 @@ func (d *Driver) enqueueOnce(ctx context.Context, req driver.QueueRequest) (driv
 		// from now, the rest of the node stays.
 		nd = old.data
 		nd.TTLms = req.TTL.Milliseconds()
-		if _, err := d.conn.Set(own, nd.encode(), -1); err != nil {
+		st, err := d.conn.Set(own, nd.encode(), -1)
+		if err == nil {
+			version = st.Version
+		} else {
 			if errors.Is(err, zk.ErrNoNode) {
 				d.forget(req.ID, false)
 				return driver.QueueResult{}, true, nil // expired or broken: ask anew
@@ -75,7 +79,7 @@ func (d *Driver) enqueueOnce(ctx context.Context, req driver.QueueRequest) (driv
 		}
 	}
 	answered := time.Now()
-	v, err := d.evaluate(parent, own, req.Mode, req.Limit, answered)
+	v, err := d.evaluate(parent, own, req.Mode, req.Limit, answered, evalOpts{watch: req.Wait})
 	if err != nil {
 		return driver.QueueResult{}, false, err
 	}
@@ -89,7 +93,7 @@ func (d *Driver) enqueueOnce(ctx context.Context, req driver.QueueRequest) (driv
 			return driver.QueueResult{}, false, err
 		}
 	}
-	n := ownNode{path: own, key: req.Key, kind: kind, data: nd, sent: sent, answered: answered, inbox: req.Inbox, granted: v.granted}
+	n := ownNode{path: own, key: req.Key, kind: kind, data: nd, sent: sent, answered: answered, version: version, inbox: req.Inbox, granted: v.granted}
 	switch {
 	case v.granted:
 		d.remember(req.ID, n)
@@ -100,7 +104,7 @@ func (d *Driver) enqueueOnce(ctx context.Context, req driver.QueueRequest) (driv
 		return driver.QueueResult{RetryAfter: v.retryAfter}, false, nil
 	}
 	d.remember(req.ID, n)
-	d.startMonitor(req.ID)
+	d.startMonitor(req.ID, v)
 	return driver.QueueResult{Queued: true, RetryAfter: v.retryAfter}, false, nil
 }
 
@@ -117,7 +121,7 @@ func (d *Driver) admit(req driver.QueueRequest, v verdict) error {
 
 // startMonitor starts the goroutine that tells waiter id of its grant,
 // unless one runs.
-func (d *Driver) startMonitor(id string) {
+func (d *Driver) startMonitor(id string, first verdict) {
 	d.mu.Lock()
 	n, ok := d.paths[id]
 	if !ok || n.stop != nil || d.closed {
@@ -128,7 +132,7 @@ func (d *Driver) startMonitor(id string) {
 	d.paths[id] = n
 	d.monitors.Add(1)
 	d.mu.Unlock()
-	go d.monitor(id, n)
+	go d.monitor(id, n, first)
 }
 
 func (d *Driver) stopMonitor(id string) {
@@ -143,26 +147,46 @@ func (d *Driver) stopMonitor(id string) {
 // monitor waits for waiter id's grant: it watches the node that blocks it
 // (or, for a permit, the name's children), and judges again when that
 // watch fires or when the blocking node's TTL runs out. A grant is
-// announced on the waiter's inbox, once.
-func (d *Driver) monitor(id string, n ownNode) {
+// announced on the waiter's inbox, once. first is the Enqueue's verdict,
+// which the first watch follows without reading the name again.
+func (d *Driver) monitor(id string, n ownNode, first verdict) {
 	defer d.monitors.Done()
 	parent := d.nameNode(n.key)
 	mode, limit, _ := kindMode(n.kind)
+	token := first.token
+	v, err := first, error(nil)
+	// A permit's first verdict has no watch on the children (Enqueue
+	// reads them without one): judge again at once, with it.
+	judgeNow := first.watchCh == nil
 	for {
+		if judgeNow {
+			judgeNow = false
+		} else if v.watchCh != nil {
+			// Wait on the watch of the last read. A change of the
+			// blocking node's data (its renewal, or its grant written
+			// down) is no departure: watch it again, one request, and
+			// keep the timer, which only fires early for a node renewed.
+			deadline := time.Now().Add(v.retryAfter)
+			for {
+				ev, ok := d.await(n, v.watchCh, time.Until(deadline), v.retryAfter >= 0)
+				if !ok {
+					return
+				}
+				if ev.Type != zk.EventNodeDataChanged || v.watch == "" {
+					break
+				}
+				var exists bool
+				if exists, _, v.watchCh, err = d.conn.ExistsW(v.watch); err != nil || !exists {
+					break
+				}
+			}
+		} else if _, ok := d.await(n, nil, v.retryAfter, err == nil && v.retryAfter >= 0); !ok {
+			return
+		}
 		if cur, ok := d.nodeOf(id); ok {
 			n.answered = cur.answered
 		}
-		var ch <-chan zk.Event
-		var err error
-		if mode == driver.ModePermit {
-			// Any departure ahead may grant a permit: watch the children
-			// before reading them, so none is missed in between.
-			_, _, ch, err = d.conn.ChildrenW(parent)
-		}
-		var v verdict
-		if err == nil {
-			v, err = d.evaluate(parent, n.path, mode, limit, n.answered)
-		}
+		v, err = d.judgeAgain(parent, n, mode, limit, token)
 		switch {
 		case err != nil:
 		case v.gone:
@@ -170,44 +194,76 @@ func (d *Driver) monitor(id string, n ownNode) {
 		case v.granted:
 			d.granted(id, n, v.token)
 			return
-		case v.watchChildren:
-		default:
-			var ok bool
-			ok, _, ch, err = d.conn.ExistsW(v.watch)
-			if err == nil && !ok {
-				continue
-			}
 		}
-		wait := v.retryAfter
-		if err != nil || wait < 0 {
-			wait = time.Second // a failed read, or nothing to time: look again soon
-		}
-		t := time.NewTimer(wait + time.Millisecond)
-		select {
-		case <-n.stop:
-			t.Stop()
-			return
-		case <-ch:
-		case <-t.C:
-		}
-		t.Stop()
 	}
 }
 
-// granted records and announces waiter id's grant. The node's acquisition
-// time becomes now, and its TTL what the waiter's place had left by this
-// client's clock, so that the grant lasts no longer in the store than the
-// place would have.
-func (d *Driver) granted(id string, n ownNode, token uint64) {
-	at := time.Now()
-	left := n.data.TTLms - at.Sub(n.sent).Milliseconds()
-	if left > 0 {
-		nd := n.data
-		nd.Since, nd.TTLms = at.UnixNano(), left
-		if _, err := d.conn.Set(n.path, nd.encode(), -1); err == nil {
-			d.update(id, func(m *ownNode) { m.data, m.sent, m.answered = nd, at, time.Now() })
+// judgeAgain is a waiter's evaluate, with a watch on what blocks it.
+func (d *Driver) judgeAgain(parent string, n ownNode, mode driver.Mode, limit int, token uint64) (verdict, error) {
+	var ch <-chan zk.Event
+	if mode == driver.ModePermit {
+		// Any departure ahead may grant a permit: watch the children
+		// before reading them, so none is missed in between.
+		var err error
+		if _, _, ch, err = d.conn.ChildrenW(parent); err != nil {
+			return verdict{}, err
 		}
 	}
+	v, err := d.evaluate(parent, n.path, mode, limit, n.answered, evalOpts{watch: true, token: token})
+	if v.watchChildren {
+		v.watchCh = ch
+	}
+	return v, err
+}
+
+// await waits for watch ch to fire (its event is returned) or, when
+// timed, for wait to pass; untimed, it looks again after a second (a
+// failed read, or nothing to time). It reports false when the monitor is
+// stopped instead.
+func (d *Driver) await(n ownNode, ch <-chan zk.Event, wait time.Duration, timed bool) (zk.Event, bool) {
+	if !timed {
+		wait = time.Second
+	}
+	t := time.NewTimer(max(wait, 0) + time.Millisecond)
+	defer t.Stop()
+	select {
+	case <-n.stop:
+		return zk.Event{}, false
+	case ev := <-ch:
+		return ev, true
+	case <-t.C:
+	}
+	return zk.Event{}, true
+}
+
+// granted records and announces waiter id's grant, then writes the
+// grant's acquisition time into the node, with the TTL the waiter's
+// place had left by this client's clock, so that the grant lasts no
+// longer in the store than the place would have. The write is checked
+// against the version of this driver's last write of the node: one
+// racing a renewal is dropped, and the renewal's TTL stands.
+func (d *Driver) granted(id string, n ownNode, token uint64) {
 	d.update(id, func(m *ownNode) { m.granted, m.stop = true, nil })
 	d.sinks.announce(n.inbox, driver.Grant{Key: n.key, ID: id, Token: token, Confirmed: true})
+	cur, ok := d.nodeOf(id)
+	if !ok {
+		return
+	}
+	at := time.Now()
+	left := cur.data.TTLms - at.Sub(cur.sent).Milliseconds()
+	if left <= 0 {
+		return
+	}
+	nd := cur.data
+	nd.Since, nd.TTLms = at.UnixNano(), left
+	st, err := d.conn.Set(cur.path, nd.encode(), cur.version)
+	if err != nil {
+		return
+	}
+	answered := time.Now()
+	d.update(id, func(m *ownNode) {
+		if m.version == cur.version {
+			m.data, m.sent, m.answered, m.version = nd, at, answered, st.Version
+		}
+	})
 }

@@ -116,10 +116,15 @@ func (d *Driver) Renew(ctx context.Context, reqs []driver.RenewRequest) ([]bool,
 		res, err := d.conn.Multi(ops...)
 		if err == nil {
 			answered := time.Now()
-			for _, i := range idx {
+			for j, i := range idx {
 				held[i] = true
-				ttl := reqs[i].TTL
-				d.update(reqs[i].ID, func(n *ownNode) { n.sent, n.answered, n.data.TTLms = sent, answered, ttl.Milliseconds() })
+				ttl, version := reqs[i].TTL, int32(-1)
+				if res[j].Stat != nil {
+					version = res[j].Stat.Version
+				}
+				d.update(reqs[i].ID, func(n *ownNode) {
+					n.sent, n.answered, n.data.TTLms, n.version = sent, answered, ttl.Milliseconds(), version
+				})
 			}
 			return held, nil
 		}
