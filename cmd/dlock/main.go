@@ -1,5 +1,5 @@
 // Command dlock runs commands under a distributed lock held in Redis (or
-// etcd, with --etcd), shows and breaks locks, and demonstrates why naive
+// etcd, with --etcd, or ZooKeeper, with --zk), shows and breaks locks, and demonstrates why naive
 // Redis locks fail.
 // Run "dlock --help" for usage.
 package main
@@ -13,6 +13,7 @@ import (
 	"github.com/dlockio/dlock/cmd/dlock/internal/cli"
 	"github.com/dlockio/dlock/etcddriver"
 	dlockprom "github.com/dlockio/dlock/prometheus"
+	"github.com/dlockio/dlock/zkdriver"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
@@ -35,6 +36,9 @@ func main() {
 		Backends: []cli.Backend{{
 			Flag: "etcd", Arg: "ENDPOINTS", Open: etcddriver.Open,
 			Usage: "etcd endpoints: host:2379,host2:2379, http(s)://host:2379,..., etcd(s)://[user:password@]host:2379,...",
+		}, {
+			Flag: "zk", Arg: "SERVERS", Open: zkdriver.Open,
+			Usage: "ZooKeeper servers: host:2181,host2:2181 (--ttl at most two thirds of the session timeout granted)",
 		}},
 		Metrics: promMetrics,
 	}))
