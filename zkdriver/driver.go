@@ -198,10 +198,7 @@ type ownNode struct {
 	sent time.Time // when the last write that set its TTL was sent
 	// answered is when the answer to the last write of the node came.
 	answered time.Time
-	// version is the node's data version after this driver's last write
-	// of it (its creation: 0).
-	version int32
-	inbox   string // where its grant is announced, while it waits
+	inbox    string // where its grant is announced, while it waits
 	// granted is set once the driver saw the waiter granted.
 	granted bool
 	stop    chan struct{} // ends its grant monitor; nil when none runs

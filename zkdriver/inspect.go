@@ -2,6 +2,7 @@ package zkdriver
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -140,16 +141,26 @@ func (d *Driver) names(prefix string) ([]string, error) {
 	return keys, nil
 }
 
-// Inspect implements driver.Inspector.
+// Inspect implements driver.Inspector. A holder granted from the queue
+// was acquired when the grant was made, which the name's node notes.
 func (d *Driver) Inspect(ctx context.Context, key string) (driver.LockInfo, bool, error) {
 	if err := ctx.Err(); err != nil {
 		return driver.LockInfo{}, false, err
 	}
-	_, nd, st, ok, err := d.holderOf(key)
+	p, nd, st, ok, err := d.holderOf(key)
 	if err != nil || !ok {
 		return driver.LockInfo{}, false, err
 	}
-	return lockInfo(key, nd, st), true, nil
+	info := lockInfo(key, nd, st)
+	if b, _, err := d.conn.Get(d.nameNode(key)); err == nil && len(b) > 0 {
+		var g grantNote
+		if json.Unmarshal(b, &g) == nil && g.ID != "" {
+			if c, ok := parseChild(p[lastSlash(p)+1:]); ok && c.id == g.ID {
+				info.Since = time.Unix(0, g.Since)
+			}
+		}
+	}
+	return info, true, nil
 }
 
 func lockInfo(key string, nd nodeData, st *zk.Stat) driver.LockInfo {

@@ -2,6 +2,7 @@ package zkdriver
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -56,7 +57,6 @@ func (d *Driver) enqueueOnce(ctx context.Context, req driver.QueueRequest) (driv
 	kind := modeKind(req.Mode, req.Limit)
 	old, existed := d.nodeOf(req.ID)
 	sent := time.Now()
-	version := int32(0)
 	nd := newData(req.TTL, sent, req.Owner)
 	own, err := d.createOwn(ctx, parent, kind, req.ID, nd.encode())
 	if err != nil {
@@ -67,10 +67,7 @@ func (d *Driver) enqueueOnce(ctx context.Context, req driver.QueueRequest) (driv
 		// from now, the rest of the node stays.
 		nd = old.data
 		nd.TTLms = req.TTL.Milliseconds()
-		st, err := d.conn.Set(own, nd.encode(), -1)
-		if err == nil {
-			version = st.Version
-		} else {
+		if _, err := d.conn.Set(own, nd.encode(), -1); err != nil {
 			if errors.Is(err, zk.ErrNoNode) {
 				d.forget(req.ID, false)
 				return driver.QueueResult{}, true, nil // expired or broken: ask anew
@@ -93,7 +90,7 @@ func (d *Driver) enqueueOnce(ctx context.Context, req driver.QueueRequest) (driv
 			return driver.QueueResult{}, false, err
 		}
 	}
-	n := ownNode{path: own, key: req.Key, kind: kind, data: nd, sent: sent, answered: answered, version: version, inbox: req.Inbox, granted: v.granted}
+	n := ownNode{path: own, key: req.Key, kind: kind, data: nd, sent: sent, answered: answered, inbox: req.Inbox, granted: v.granted}
 	switch {
 	case v.granted:
 		d.remember(req.ID, n)
@@ -236,34 +233,23 @@ func (d *Driver) await(n ownNode, ch <-chan zk.Event, wait time.Duration, timed 
 	return zk.Event{}, true
 }
 
-// granted records and announces waiter id's grant, then writes the
-// grant's acquisition time into the node, with the TTL the waiter's
-// place had left by this client's clock, so that the grant lasts no
-// longer in the store than the place would have. The write is checked
-// against the version of this driver's last write of the node: one
-// racing a renewal is dropped, and the renewal's TTL stands.
+// granted records and announces waiter id's grant. An exclusive grant's
+// acquisition time then goes into the name's node, with the holder's id
+// (Inspect's Since): not into the holder's own node, which keeps the
+// modification time, and so the store TTL, its waiter's place had, and
+// whose next waiter's watch is not woken by the write.
 func (d *Driver) granted(id string, n ownNode, token uint64) {
 	d.update(id, func(m *ownNode) { m.granted, m.stop = true, nil })
 	d.sinks.announce(n.inbox, driver.Grant{Key: n.key, ID: id, Token: token, Confirmed: true})
-	cur, ok := d.nodeOf(id)
-	if !ok {
-		return
+	if n.kind == kindExclusive {
+		b, _ := json.Marshal(grantNote{ID: id, Since: time.Now().UnixNano()})
+		_, _ = d.conn.Set(d.nameNode(n.key), b, -1)
 	}
-	at := time.Now()
-	left := cur.data.TTLms - at.Sub(cur.sent).Milliseconds()
-	if left <= 0 {
-		return
-	}
-	nd := cur.data
-	nd.Since, nd.TTLms = at.UnixNano(), left
-	st, err := d.conn.Set(cur.path, nd.encode(), cur.version)
-	if err != nil {
-		return
-	}
-	answered := time.Now()
-	d.update(id, func(m *ownNode) {
-		if m.version == cur.version {
-			m.data, m.sent, m.answered, m.version = nd, at, answered, st.Version
-		}
-	})
+}
+
+// grantNote is the data of a name's node: the latest exclusive grant from
+// its queue, and when it was made.
+type grantNote struct {
+	ID    string `json:"id"`
+	Since int64  `json:"since"` // Unix ns, by the granting Driver's clock
 }

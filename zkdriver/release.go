@@ -116,14 +116,11 @@ func (d *Driver) Renew(ctx context.Context, reqs []driver.RenewRequest) ([]bool,
 		res, err := d.conn.Multi(ops...)
 		if err == nil {
 			answered := time.Now()
-			for j, i := range idx {
+			for _, i := range idx {
 				held[i] = true
-				ttl, version := reqs[i].TTL, int32(-1)
-				if res[j].Stat != nil {
-					version = res[j].Stat.Version
-				}
+				ttl := reqs[i].TTL
 				d.update(reqs[i].ID, func(n *ownNode) {
-					n.sent, n.answered, n.data.TTLms, n.version = sent, answered, ttl.Milliseconds(), version
+					n.sent, n.answered, n.data.TTLms = sent, answered, ttl.Milliseconds()
 				})
 			}
 			return held, nil
