@@ -23,17 +23,21 @@ var ErrNoQuorum = errors.New("redisdriver: fewer than a majority of the quorum's
 const (
 	// DefaultVoteTimeout is how long a Quorum waits for each master's
 	// answer (WithVoteTimeout).
-	DefaultVoteTimeout = 200 * time.Millisecond
+	DefaultVoteTimeout = time.Second
 	// quorumMinTTL is a Quorum's Capabilities.MinTTL: the token proof needs
-	// the TTL to exceed the masters' clock differences plus tokenLead
+	// the TTL to exceed the masters' clock differences plus maxTokenLead
 	// (docs/quorum.md), and a TTL shorter than a few vote timeouts is
 	// mostly spent voting.
 	quorumMinTTL = 50 * time.Millisecond
-	// tokenLead is how far ahead of the client's clock a Quorum proposes
-	// tokens: far enough that every master's own next token is below the
-	// proposal, so that all issue the proposal itself and no write-back is
-	// needed (quorum_vote.go).
-	tokenLead = 2 * time.Millisecond
+	// minTokenLead and maxTokenLead bound how far ahead of the client's
+	// clock a Quorum proposes tokens: twice the time the last vote took, so
+	// that every master's own next token, its clock when the request
+	// reaches it, is below the proposal, and all issue the proposal itself
+	// (no write-back; quorum_vote.go). The proof of the tokens' order needs
+	// the masters' clock differences to stay below the TTL less the
+	// greatest lead (docs/quorum.md).
+	minTokenLead = time.Millisecond
+	maxTokenLead = 25 * time.Millisecond
 	// splitVoteRetries is how many more times one Acquire votes again after
 	// a split vote: rivals that each won a minority all release it.
 	splitVoteRetries = 3
@@ -61,8 +65,11 @@ type Quorum struct {
 	// lastToken is the highest token this Quorum has seen: the next
 	// proposal is above it.
 	lastToken atomic.Uint64
+	// voteTook is how long the last vote took, in nanoseconds: the next
+	// proposal's lead is twice that (proposal).
+	voteTook  atomic.Int64
 	pendingMu sync.Mutex
-	pending   map[string]*pendingRelease // by ID: see releaseInBackground
+	pending   map[string]*unsettledID // by owner ID: see unsettled
 	// calls are the goroutines of fanOut, which may outlive it by the
 	// store client's own timeouts, and the background releases of votes
 	// that did not make a lease; Close waits for them. Each is added by a
@@ -137,7 +144,7 @@ func NewQuorum(clients []redis.UniversalClient, opts ...QuorumOption) (*Quorum, 
 	if len(clients) == 0 || len(clients) > maxMasters {
 		return nil, fmt.Errorf("%w: a quorum of %d masters (1 to %d)", driver.ErrInvalid, len(clients), maxMasters)
 	}
-	q := &Quorum{majority: len(clients)/2 + 1, pending: map[string]*pendingRelease{}, cfg: quorumConfig{voteTimeout: DefaultVoteTimeout}}
+	q := &Quorum{majority: len(clients)/2 + 1, pending: map[string]*unsettledID{}, cfg: quorumConfig{voteTimeout: DefaultVoteTimeout}}
 	if err := options.Apply(&q.cfg, opts); err != nil {
 		return nil, err
 	}
@@ -203,18 +210,29 @@ type answer[T any] struct {
 }
 
 // fanOut calls call on every master of idx at once and returns the answers
-// that came within timeout (or before ctx ended), in no order. go-redis
-// does not abort a read in flight when its context ends, so the wait is
-// bounded here; late is called, on the caller's goroutine of that master,
-// with every answer that came after fanOut returned (nil late: dropped).
+// that came within timeout (or before ctx ended), in no order: all of them,
+// or those that decided the outcome. A call that fanOut is no longer
+// waiting for is not cancelled (go-redis does not abort a read in flight
+// when its context ends, so the wait is bounded here): late is called, on
+// that call's goroutine, with every answer that came after fanOut
+// returned (nil late: dropped).
+//
+// decided, if not nil, is asked after each answer whether those so far
+// decide the outcome. Once they do, fanOut waits for the others only twice
+// as long as the answers so far took (2 ms at least): masters that
+// answer about as fast are all counted, and their calls are not left
+// running (a straggler would meet the caller's next call on its master);
+// a master that does not answer does not hold up every call.
 func fanOut[T any](ctx context.Context, q *Quorum, idx []int, timeout time.Duration,
-	call func(ctx context.Context, m *member) (T, error), late func(answer[T])) []answer[T] {
+	call func(ctx context.Context, m *member) (T, error), decided func([]answer[T]) bool, late func(answer[T])) []answer[T] {
 	var (
-		mu      sync.Mutex
-		got     = make([]answer[T], 0, len(idx))
-		ended   bool
-		allDone = make(chan struct{})
+		mu     sync.Mutex
+		got    = make([]answer[T], 0, len(idx))
+		ended  bool
+		all    = make(chan struct{})
+		enough = make(chan struct{}, 1)
 	)
+	start := time.Now()
 	for _, i := range idx {
 		q.calls.Add(1)
 		go func() {
@@ -233,17 +251,32 @@ func fanOut[T any](ctx context.Context, q *Quorum, idx []int, timeout time.Durat
 			}
 			got = append(got, a)
 			if len(got) == len(idx) {
-				close(allDone)
+				close(all)
+			} else if decided != nil && decided(got) {
+				select {
+				case enough <- struct{}{}:
+				default:
+				}
 			}
 			mu.Unlock()
 		}()
 	}
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
-	select {
-	case <-allDone:
-	case <-timer.C:
-	case <-ctx.Done():
+	for waiting := true; waiting; {
+		select {
+		case <-all:
+			waiting = false
+		case <-enough:
+			grace := max(2*time.Since(start), 2*time.Millisecond)
+			if left := timeout - time.Since(start); grace < left {
+				timer.Reset(grace)
+			}
+		case <-timer.C:
+			waiting = false
+		case <-ctx.Done():
+			waiting = false
+		}
 	}
 	mu.Lock()
 	defer mu.Unlock()

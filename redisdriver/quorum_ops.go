@@ -22,7 +22,7 @@ func (q *Quorum) Renew(ctx context.Context, reqs []driver.RenewRequest) ([]bool,
 	}
 	answers := fanOut(ctx, q, q.all(), q.cfg.voteTimeout, func(ctx context.Context, m *member) ([]bool, error) {
 		return m.d.Renew(ctx, reqs)
-	}, nil)
+	}, q.renewDecided(len(reqs)), nil)
 	if err := invalid(answers); err != nil {
 		return nil, err
 	}
@@ -51,10 +51,59 @@ func (q *Quorum) Renew(ctx context.Context, reqs []driver.RenewRequest) ([]bool,
 	return held, nil
 }
 
+// renewDecided reports, for fanOut, when a majority confirmed or refused
+// each of n renewals: the other masters' answers cannot change them.
+func (q *Quorum) renewDecided(n int) func([]answer[[]bool]) bool {
+	return func(got []answer[[]bool]) bool {
+		for k := range n {
+			yes, no := 0, 0
+			for _, a := range got {
+				switch {
+				case a.err != nil:
+				case a.v[k]:
+					yes++
+				default:
+					no++
+				}
+			}
+			if yes < q.majority && no < q.majority {
+				return false
+			}
+		}
+		return true
+	}
+}
+
+// releaseDecided reports, for fanOut, when a majority released or did not
+// hold each of n leases. The masters that answer later release theirs all
+// the same.
+func (q *Quorum) releaseDecided(n int) func([]answer[[]driver.ReleaseResult]) bool {
+	return func(got []answer[[]driver.ReleaseResult]) bool {
+		for k := range n {
+			freed, notHeld := 0, 0
+			for _, a := range got {
+				switch {
+				case a.err != nil:
+				case a.v[k] == driver.NotHeld:
+					notHeld++
+				default:
+					freed++
+				}
+			}
+			if freed < q.majority && notHeld < q.majority {
+				return false
+			}
+		}
+		return true
+	}
+}
+
 // Release implements driver.Driver: every master releases the leases it
 // still holds, and publishes the names it leaves free. A lease counts as
 // Released when a majority released it now or before and one released it
-// now; AlreadyReleased when a majority had released it before; NotHeld
+// now (a master that had not heard of the first try of a retried release
+// says Released: a majority's AlreadyReleased wins); AlreadyReleased when
+// a majority had released it before; NotHeld
 // when a majority answered that it was not held. Anything the masters that
 // did not answer could still change fails with ErrNoQuorum: the engine
 // tries again, and the keys expire by themselves meanwhile.
@@ -62,9 +111,10 @@ func (q *Quorum) Release(ctx context.Context, reqs []driver.ReleaseRequest) ([]d
 	if len(reqs) == 0 {
 		return nil, nil
 	}
+	q.releasing(reqs)
 	answers := fanOut(ctx, q, q.all(), q.cfg.voteTimeout, func(ctx context.Context, m *member) ([]driver.ReleaseResult, error) {
 		return m.d.Release(ctx, reqs)
-	}, nil)
+	}, q.releaseDecided(len(reqs)), nil)
 	if err := invalid(answers); err != nil {
 		return nil, err
 	}
@@ -90,10 +140,10 @@ func (q *Quorum) Release(ctx context.Context, reqs []driver.ReleaseRequest) ([]d
 	results := make([]driver.ReleaseResult, len(reqs))
 	for k := range reqs {
 		switch {
-		case released[k]+already[k] >= q.majority && released[k] > 0:
-			results[k] = driver.Released
 		case already[k] >= q.majority:
 			results[k] = driver.AlreadyReleased
+		case released[k]+already[k] >= q.majority:
+			results[k] = driver.Released
 		case notHeld[k] >= q.majority:
 			results[k] = driver.NotHeld
 		case answered == len(q.members):

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/dlockio/dlock/driver"
@@ -47,7 +48,7 @@ func (q *Quorum) Acquire(ctx context.Context, req driver.AcquireRequest) (driver
 		return driver.AcquireResult{}, err
 	}
 	for attempt := 0; ; attempt++ {
-		if err := q.awaitReleases(ctx, req.ID); err != nil {
+		if err := q.settling(ctx, req.ID); err != nil {
 			return driver.AcquireResult{}, err
 		}
 		start := time.Now()
@@ -75,7 +76,18 @@ func (q *Quorum) acquireOnce(ctx context.Context, req driver.AcquireRequest) (re
 		delay = q.cfg.restartDelay
 	}
 	timeout := min(q.cfg.voteTimeout, req.TTL/4)
-	votes := fanOut(ctx, q, q.all(), timeout, func(ctx context.Context, m *member) (vote, error) {
+	lv := newLateVotes(q, req)
+	var votes []answer[vote]
+	defer func() {
+		if res.Acquired {
+			lv.decide(res.Token, len(votes))
+		} else {
+			lv.decide(0, len(votes))
+		}
+	}()
+	start := time.Now()
+	defer func() { q.voteTook.Store(int64(time.Since(start))) }()
+	votes = fanOut(ctx, q, q.all(), timeout, func(ctx context.Context, m *member) (vote, error) {
 		ok, dials, err := m.votes(ctx, delay)
 		if err != nil || !ok {
 			return vote{out: !ok}, err
@@ -87,11 +99,7 @@ func (q *Quorum) acquireOnce(ctx context.Context, req driver.AcquireRequest) (re
 			}
 		}
 		return vote{res: r}, err
-	}, func(late answer[vote]) {
-		if late.err == nil && late.v.res.Acquired {
-			q.releaseInBackground(req, []int{late.i})
-		}
-	})
+	}, q.voteDecided, lv.add)
 	if err := invalid(votes); err != nil {
 		return driver.AcquireResult{}, false, err
 	}
@@ -133,10 +141,97 @@ func (q *Quorum) acquireOnce(ctx context.Context, req driver.AcquireRequest) (re
 	return driver.AcquireResult{RetryAfter: q.retryAfter(busy)}, len(yes) > 0, nil
 }
 
+// voteDecided reports, for fanOut, when the votes so far decide an
+// acquisition: a majority granted it, or too few can still grant it and
+// whether a majority answers is settled too (it tells a busy lock from
+// ErrNoQuorum).
+func (q *Quorum) voteDecided(got []answer[vote]) bool {
+	yes, answered := 0, 0
+	for _, a := range got {
+		if a.err == nil && !a.v.out {
+			answered++
+			if a.v.res.Acquired {
+				yes++
+			}
+		}
+	}
+	if yes >= q.majority {
+		return true
+	}
+	pending := len(q.members) - len(got)
+	return yes+pending < q.majority && (answered >= q.majority || answered+pending < q.majority)
+}
+
+// lateVotes handles the answers of an acquisition that came after its vote
+// was counted. A grant with the lease's token, while the lease has not
+// been released, is the lease's on one more master, and is kept: a retry
+// of the acquisition then finds the lease's token there too. Any other
+// grant (the vote failed, another token, a master found restarted, a lease
+// released already, which a grant kept would outlive) is released.
+// The acquisition's ID stays unsettled until every master's answer came.
+type lateVotes struct {
+	q       *Quorum
+	req     driver.AcquireRequest
+	settled func() // see Quorum.unsettled
+	mu      sync.Mutex
+	decided bool
+	token   uint64 // the lease's; 0 when the vote failed
+	waiting []answer[vote]
+	missing int // answers yet to come
+}
+
+func newLateVotes(q *Quorum, req driver.AcquireRequest) *lateVotes {
+	return &lateVotes{q: q, req: req, settled: q.unsettled(req.ID), missing: len(q.members)}
+}
+
+func (lv *lateVotes) add(a answer[vote]) {
+	lv.mu.Lock()
+	lv.missing--
+	if !lv.decided {
+		lv.waiting = append(lv.waiting, a)
+		lv.mu.Unlock()
+		return
+	}
+	last := lv.missing == 0
+	lv.mu.Unlock()
+	lv.handle(a)
+	if last {
+		lv.settled()
+	}
+}
+
+// decide records that the vote was counted, with counted answers, and its
+// lease's token (0: no lease), and handles the late answers that came
+// before.
+func (lv *lateVotes) decide(token uint64, counted int) {
+	lv.mu.Lock()
+	lv.decided, lv.token = true, token
+	lv.missing -= counted
+	waiting, last := lv.waiting, lv.missing == 0
+	lv.waiting = nil
+	lv.mu.Unlock()
+	for _, a := range waiting {
+		lv.handle(a)
+	}
+	if last {
+		lv.settled()
+	}
+}
+
+func (lv *lateVotes) handle(a answer[vote]) {
+	r := a.v.res
+	keep := lv.token != 0 && r.Token == lv.token && !a.v.out && !lv.q.wasReleased(lv.req.ID)
+	if a.err == nil && r.Acquired && !keep {
+		lv.q.releaseInBackground(lv.req, []int{a.i})
+	}
+}
+
 // proposal is the token the next vote proposes: ahead of the client's
-// clock by tokenLead, and above every token this Quorum has seen.
+// clock by twice the time the last vote took (within minTokenLead and
+// maxTokenLead), and above every token this Quorum has seen.
 func (q *Quorum) proposal() uint64 {
-	p := uint64(time.Now().Add(tokenLead).UnixMicro())
+	lead := min(max(2*time.Duration(q.voteTook.Load()), minTokenLead), maxTokenLead)
+	p := uint64(time.Now().Add(lead).UnixMicro())
 	return max(p, q.lastToken.Load()+1)
 }
 
@@ -171,7 +266,7 @@ func (q *Quorum) settle(ctx context.Context, req driver.AcquireRequest, yes []in
 		lock := m.d.lockKey(req.Key)
 		n, err := m.d.run(ctx, quorumRaiseScript, []string{lock}, idPrefix(req.ID), strconv.FormatUint(top, 10)).Int()
 		return n == 1, err
-	}, nil)
+	}, nil, nil)
 	holding := len(yes) - len(low)
 	for _, r := range raised {
 		if r.err == nil && r.v {
@@ -204,44 +299,90 @@ func (q *Quorum) retryAfter(busy []time.Duration) time.Duration {
 }
 
 // releaseInBackground releases req's lock on the masters of idx, off the
-// caller's path: votes that did not make a lease. A later Acquire with the
-// same ID (a retry) waits for it first (awaitReleases): else it could
-// count a master's old grant as its vote just before this release took it.
-// Close waits for it too.
+// caller's path: votes that did not make a lease. Each release is waited
+// for to the end (go-redis bounds it), not only for the vote timeout, as a
+// retry with the same ID waits for it (settling). Close waits for it too.
 func (q *Quorum) releaseInBackground(req driver.AcquireRequest, idx []int) {
-	q.pendingMu.Lock()
-	p := q.pending[req.ID]
-	if p == nil {
-		p = &pendingRelease{done: make(chan struct{})}
-		q.pending[req.ID] = p
-	}
-	p.n++
-	q.pendingMu.Unlock()
+	settled := q.unsettled(req.ID)
 	q.calls.Add(1)
 	go func() {
 		defer q.calls.Done()
+		defer settled()
 		rel := []driver.ReleaseRequest{{Key: req.Key, ID: req.ID}}
-		fanOut(context.Background(), q, idx, q.cfg.voteTimeout, func(ctx context.Context, m *member) ([]driver.ReleaseResult, error) {
-			return m.d.Release(ctx, rel)
-		}, nil)
-		q.pendingMu.Lock()
-		if p.n--; p.n == 0 {
-			delete(q.pending, req.ID)
-			close(p.done)
+		var wg sync.WaitGroup
+		for _, i := range idx {
+			wg.Go(func() {
+				ctx, cancel := context.WithTimeout(context.Background(), q.cfg.voteTimeout)
+				defer cancel()
+				_, _ = q.members[i].d.Release(ctx, rel)
+			})
 		}
-		q.pendingMu.Unlock()
+		wg.Wait()
 	}()
 }
 
-// pendingRelease counts the background releases of one ID under way.
-type pendingRelease struct {
-	n    int
-	done chan struct{} // closed when n is back to 0
+// unsettledID counts what is under way for one owner ID: acquisitions whose
+// every answer has not come yet, and background releases.
+type unsettledID struct {
+	n        int
+	done     chan struct{} // closed when n is back to 0
+	released bool          // a Release of the ID was sent meanwhile
 }
 
-// awaitReleases waits until no background release of id is under way, or
-// ctx ends.
-func (q *Quorum) awaitReleases(ctx context.Context, id string) error {
+// unsettled marks id as having a call under way until the returned func is
+// called (once). An Acquire with the same ID, a retry, waits until nothing
+// of the ID is under way (settling): else it could count as its vote a
+// master's grant to an earlier try that is about to be released, or a
+// grant whose answer is still on its way.
+func (q *Quorum) unsettled(id string) (settled func()) {
+	q.pendingMu.Lock()
+	p := q.pending[id]
+	if p == nil {
+		p = &unsettledID{done: make(chan struct{})}
+		q.pending[id] = p
+	}
+	p.n++
+	q.pendingMu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			q.pendingMu.Lock()
+			defer q.pendingMu.Unlock()
+			if p.n--; p.n == 0 {
+				delete(q.pending, id)
+				close(p.done)
+			}
+		})
+	}
+}
+
+// releasing notes that the leases of reqs are being released: a late
+// grant to an acquisition of theirs still under way is then not kept.
+func (q *Quorum) releasing(reqs []driver.ReleaseRequest) {
+	q.pendingMu.Lock()
+	defer q.pendingMu.Unlock()
+	if len(q.pending) == 0 {
+		return
+	}
+	for _, r := range reqs {
+		if p := q.pending[r.ID]; p != nil {
+			p.released = true
+		}
+	}
+}
+
+// wasReleased reports whether a Release of id was sent while something of
+// it is under way.
+func (q *Quorum) wasReleased(id string) bool {
+	q.pendingMu.Lock()
+	defer q.pendingMu.Unlock()
+	p := q.pending[id]
+	return p != nil && p.released
+}
+
+// settling waits until nothing of id is under way (unsettled), or ctx
+// ends.
+func (q *Quorum) settling(ctx context.Context, id string) error {
 	q.pendingMu.Lock()
 	p := q.pending[id]
 	q.pendingMu.Unlock()
