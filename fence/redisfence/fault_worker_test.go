@@ -36,6 +36,9 @@ type workerConfig struct {
 	Work     time.Duration `json:"work"` // between the read and the write
 	// Unfenced writes with plain HSET: the canary.
 	Unfenced bool `json:"unfenced,omitempty"`
+	// Quorum, when set, names the masters of a quorum lock (host:port
+	// each), which then replaces Lock.
+	Quorum []string `json:"quorum,omitempty"`
 }
 
 // workerMain is a worker process. Events: read (V read), commit (V
@@ -47,7 +50,18 @@ func workerMain(raw string) int {
 		return 2
 	}
 	emit := workerproc.Emitter(cfg.Name)
-	locker, err := redisdriver.Open("redis://"+cfg.Lock, dlock.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	quiet := dlock.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))
+	var locker *dlock.Client
+	var err error
+	if len(cfg.Quorum) > 0 {
+		urls := make([]string, len(cfg.Quorum))
+		for i, addr := range cfg.Quorum {
+			urls[i] = "redis://" + addr
+		}
+		locker, err = redisdriver.OpenQuorum(urls, quiet)
+	} else {
+		locker, err = redisdriver.Open("redis://"+cfg.Lock, quiet)
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
