@@ -55,7 +55,8 @@ type replicaAck struct {
 // option over the same go-redis client (both share its connections; locks
 // of one name must all be taken through one of them to get the promise).
 // It needs a client of one master (a plain client, or a Sentinel failover
-// client): New refuses it on a Cluster or a Ring client. It has no URL
+// client) or a Cluster client, whose calls then go to the master of their
+// slot directly, each with its WAIT; New refuses it on a Ring. It has no URL
 // parameter: ParseURL makes the go-redis client, which carries no driver
 // options, and Open uses the defaults; pass the option to New with a
 // client from ParseURL. timeout must be
@@ -94,12 +95,16 @@ func (d *Driver) checkAck() error {
 	if d.ack == nil {
 		return nil
 	}
-	c, ok := d.rdb.(*redis.Client)
-	if !ok {
-		return fmt.Errorf("%w: %w: redisdriver: replica acknowledgement needs a client of one master (not %T)",
+	var read time.Duration
+	switch c := d.rdb.(type) {
+	case *redis.Client:
+		read = c.Options().ReadTimeout
+	case *redis.ClusterClient:
+		read = c.Options().ReadTimeout
+	default:
+		return fmt.Errorf("%w: %w: redisdriver: replica acknowledgement needs a client of one master or a Cluster client (not %T)",
 			driver.ErrInvalid, errors.ErrUnsupported, d.rdb)
 	}
-	read := c.Options().ReadTimeout
 	if read == 0 {
 		read = 3 * time.Second // go-redis's default
 	}
@@ -128,7 +133,12 @@ func (d *Driver) runAcked(ctx context.Context, s *script, keys []string, args ..
 	loads, functions := d.useFunctions(ctx)
 	body := false // EVAL rather than EVALSHA: the server lacks the script
 	for try := 0; ; try++ {
-		p := d.rdb.Pipeline()
+		p, err := d.ackPipeline(ctx, keys)
+		if err != nil {
+			cmd := redis.NewCmd(ctx)
+			cmd.SetErr(err)
+			return cmd
+		}
 		var cmd *redis.Cmd
 		switch {
 		case functions:
@@ -168,6 +178,23 @@ func (d *Driver) runAcked(ctx context.Context, s *script, keys []string, args ..
 		}
 		return cmd
 	}
+}
+
+// ackPipeline returns a pipeline on one connection to the master of
+// keys[0]: the client's own, or in a Cluster that master's. A WAIT has no
+// key, so a Cluster client would send it to another node than the write's.
+// A node that no longer serves the slot answers MOVED (or, mid-migration,
+// ASK or TRYAGAIN) before the script runs; run then reloads the layout or
+// waits for the migration, and tries again.
+func (d *Driver) ackPipeline(ctx context.Context, keys []string) (redis.Pipeliner, error) {
+	if d.cluster == nil {
+		return d.rdb.Pipeline(), nil
+	}
+	node, err := d.cluster.MasterForKey(ctx, keys[0])
+	if err != nil {
+		return nil, err
+	}
+	return node.Pipeline(), nil
 }
 
 // send adds the WAIT (or WAITAOF) to p, and returns what reads its answer:

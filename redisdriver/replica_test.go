@@ -149,7 +149,7 @@ func TestReplicaAckOptionsRefused(t *testing.T) {
 		{"no timeout", srv.Client(t), redisdriver.WithReplicaAck(1, 0), []error{driver.ErrInvalid}},
 		{"timeout past the read timeout", redis.NewClient(&redis.Options{Addr: srv.Addr(), ReadTimeout: time.Second}),
 			redisdriver.WithReplicaAck(1, time.Second), []error{driver.ErrInvalid}},
-		{"cluster", redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{srv.Addr()}}),
+		{"ring", redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": srv.Addr()}}),
 			redisdriver.WithReplicaAck(1, time.Second), []error{driver.ErrInvalid, errors.ErrUnsupported}},
 		{"AOF local 2", srv.Client(t), redisdriver.WithAOFAck(2, 0, time.Second), []error{driver.ErrInvalid}},
 		{"AOF nothing", srv.Client(t), redisdriver.WithAOFAck(0, 0, time.Second), []error{driver.ErrInvalid}},
@@ -193,6 +193,30 @@ func serverVersion(t *testing.T, rdb *redis.Client) string {
 	}
 	t.Fatal("no redis_version in INFO")
 	return ""
+}
+
+// In a Cluster each call goes, with its WAIT, to the master of its slot:
+// with the master's replica up, Lock, TryLock and their renewals work;
+// with it down, an acquisition fails with ErrReplicaAck and nothing stays
+// held.
+func TestClusterReplicaAck(t *testing.T) {
+	cl := redisserver.StartReplicatedCluster(t, 1, 5*time.Second)
+	ctx := ctxTimeout(t, 30*time.Second)
+	c := newLockerWith(t, redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs()}),
+		redisdriver.WithReplicaAck(1, time.Second))
+	unlock(t, got(t)(c.TryLock(ctx, "cluster-ack")))
+	l := got(t)(c.Lock(ctx, "cluster-ack", dlock.WithTTL(1500*time.Millisecond)))
+	select { // renewals every 500 ms, each with its WAIT
+	case <-l.Done():
+		t.Fatalf("lease lost: %v", l.Err())
+	case <-time.After(2 * time.Second):
+	}
+	unlock(t, l)
+	cl.Replicas[0].Kill()
+	if _, err := c.TryLock(ctx, "cluster-ack"); !errors.Is(err, redisdriver.ErrReplicaAck) {
+		t.Fatalf("TryLock with the replica down: %v, want ErrReplicaAck", err)
+	}
+	eventuallyFree(t, cl.Masters[0].Client(t), "cluster-ack")
 }
 
 // eventuallyFree waits, for up to 5 s, until no one holds name on rdb.
