@@ -6,7 +6,9 @@ require (
 	github.com/bsm/redislock v0.9.4
 	github.com/dlockio/dlock v0.0.0-00010101000000-000000000000
 	github.com/dlockio/dlock/etcddriver v0.0.0-00010101000000-000000000000
+	github.com/dlockio/dlock/zkdriver v0.0.0-00010101000000-000000000000
 	github.com/go-redsync/redsync/v4 v4.17.0
+	github.com/go-zookeeper/zk v1.0.4
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/redis/rueidis v1.0.80
 	go.etcd.io/etcd/client/v3 v3.7.3

@@ -38,6 +38,7 @@ type bench struct {
 	admin  *redis.Client  // flushes and reads INFO
 	etcd   *server        // nil when etcd is not running
 	quorum *quorumServers // nil unless a quorum peer runs (quorum.go)
+	zk     *zkEnsemble    // nil unless a ZooKeeper peer runs (zk.go)
 	log    io.Writer
 
 	results map[string]map[string]cycleResult // workload -> peer -> result
@@ -178,8 +179,23 @@ func (b *bench) startServers(redisAddr string, peers []peer) (_ []peer, notes []
 		stops = append(stops, q.stop)
 		b.quorum, b.quorumAddrs = q, q.addrs()
 	}
+	if slices.ContainsFunc(peers, func(p peer) bool { return p.zk }) {
+		e, err := startZK() // zk.go
+		switch {
+		case err != nil:
+			notes = append(notes, fmt.Sprintf("ZooKeeper peers skipped: the ensemble did not start: %v", err))
+		case e == nil:
+			notes = append(notes, "ZooKeeper peers skipped: no ZooKeeper (Debian package zookeeper) or java found")
+		default:
+			stops = append(stops, e.stop)
+			b.zk, b.zkServers = e, e.servers()
+		}
+		if b.zk == nil {
+			peers = slices.DeleteFunc(peers, func(p peer) bool { return p.zk })
+		}
+	}
 	if !slices.ContainsFunc(peers, func(p peer) bool { return p.etcd }) {
-		return peers, nil, stop, nil
+		return peers, notes, stop, nil
 	}
 	srv, err := startEtcd()
 	switch {
@@ -252,7 +268,7 @@ func splitList(s string) []string {
 }
 
 func selectPeers(names []string) ([]peer, error) {
-	all := append(append(append(allPeers(), diagnosticPeers()...), quorumPeers()...), replicaPeers()...)
+	all := append(append(append(append(allPeers(), diagnosticPeers()...), quorumPeers()...), replicaPeers()...), zkPeers()...)
 	var out []peer
 	for _, p := range all {
 		if slices.Contains(names, p.name) {
@@ -344,6 +360,14 @@ func (u usage) clientCPUPerCycle(cycles int64) string {
 // snapshot reads the counters of this process and of the store p uses.
 func (b *bench) snapshot(p peer) usage {
 	u := usage{clientCPU: processCPU()}
+	if p.zk {
+		cpu, err := b.zk.cpuSeconds()
+		if err != nil {
+			b.logf("ZooKeeper cpu: %v", err)
+		}
+		u.storeCPU, u.trips = cpu, roundTrips.Load()
+		return u
+	}
 	if p.etcd {
 		cpu, err := b.etcd.cpuSeconds()
 		if err != nil {

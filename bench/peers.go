@@ -28,6 +28,8 @@ type env struct {
 	retryDelay time.Duration // sleep between attempts of polling peers
 	// quorumAddrs are the masters of the quorum peers (quorum.go).
 	quorumAddrs []string
+	// zkServers are the ZooKeeper peers' ensemble, host:port,... (zk.go).
+	zkServers string
 }
 
 // unlockFunc releases one acquisition.
@@ -62,6 +64,8 @@ type peer struct {
 	quorum bool
 	// replica: the peer needs the Redis server to have a replica (replica.go).
 	replica bool
+	// zk: the peer runs on a ZooKeeper ensemble (zk.go).
+	zk bool
 }
 
 // allPeers lists the implementations in table order.

@@ -53,6 +53,9 @@ func (b *bench) header(w io.Writer, peers []peer, args, notes []string) {
 	if b.etcd != nil {
 		fmt.Fprintf(w, "; %s on loopback (data dir on the temp directory's file system)", etcdVersion())
 	}
+	if b.zk != nil {
+		fmt.Fprintf(w, "; %s, a 3-node ensemble on loopback (tickTime %v, fsync on)", zkVersion(), zkBenchTick)
+	}
 	fmt.Fprintln(w)
 	if p50, p99, err := b.pingRTT(); err == nil {
 		fmt.Fprintf(w, "- calibration: Redis PING round trip (go-redis, one connection, back to back) p50 %s, p99 %s\n", fmtDur(p50), fmtDur(p99))

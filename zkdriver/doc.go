@@ -46,6 +46,20 @@
 // the Client at once: their nodes are gone, and each lease's deadline has
 // passed before it.
 //
+// # Queues
+//
+// The Driver implements driver.Queuer and driver.QueueLister, so dlock's
+// fair lock (Lock's default: Capabilities.QueueByDefault, an uncontended
+// queued acquisition costing what a plain one does), RWMutex and Semaphore
+// run on ZooKeeper. A node's kind is in its name (x exclusive, r shared,
+// p<limit> permit), and the grant rule is strict arrival order: an
+// exclusive node when no live node is ahead, a shared one when only shared
+// nodes are, a permit when fewer than its limit of live permits and
+// nothing else are. The Driver of a waiter watches only the node that
+// blocks it (a permit waiter: the name's children), judges again when that
+// node goes or its TTL runs out, and announces the grant on the waiter's
+// inbox. An exclusive grant's time is noted in the name's node.
+//
 // # Waiting
 //
 // Watch follows a name with one ZooKeeper watch on its first node (the

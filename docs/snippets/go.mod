@@ -9,6 +9,7 @@ require (
 	github.com/dlockio/dlock/once/sqlonce v0.0.0-00010101000000-000000000000
 	github.com/dlockio/dlock/otel v0.0.0-00010101000000-000000000000
 	github.com/dlockio/dlock/prometheus v0.0.0-00010101000000-000000000000
+	github.com/dlockio/dlock/zkdriver v0.0.0-00010101000000-000000000000
 	github.com/prometheus/client_golang v1.25.0
 	github.com/redis/go-redis/v9 v9.23.0
 )
@@ -20,6 +21,7 @@ require (
 	github.com/coreos/go-systemd/v22 v22.7.0 // indirect
 	github.com/go-logr/logr v1.4.4 // indirect
 	github.com/go-logr/stdr v1.2.2 // indirect
+	github.com/go-zookeeper/zk v1.0.4 // indirect
 	github.com/golang/protobuf v1.5.4 // indirect
 	github.com/grpc-ecosystem/grpc-gateway/v2 v2.29.0 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect

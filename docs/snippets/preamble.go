@@ -30,6 +30,7 @@ import (
 	dlockotel "github.com/dlockio/dlock/otel"
 	dlockprom "github.com/dlockio/dlock/prometheus"
 	"github.com/dlockio/dlock/redisdriver"
+	"github.com/dlockio/dlock/zkdriver"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
@@ -53,6 +54,7 @@ var (
 	_ = dlockotel.New
 	_ = dlockprom.New
 	_ = redisdriver.Open
+	_ = zkdriver.Open
 	_ = prometheus.MustRegister
 	_ = promhttp.Handler
 )

@@ -14,7 +14,8 @@
 //     - names the packages preamble.go imports (context, sql, errors, fmt,
 //     slog, http, time, dlock, election, etcddriver, fence, redisfence,
 //     sqlfence, memdriver, once, redisonce, sqlonce, dlockotel, dlockprom,
-//     redisdriver, prometheus, promhttp, redis) without importing them;
+//     redisdriver, zkdriver, prometheus, promhttp, redis) without importing
+//     them;
 //     - uses the names preamble.go declares without declaring them: ctx,
 //     locker, rdb, db, url, guard; order, orderID, payload, job; process,
 //     charge, markPaid, publish, lead, transfer, readCatalog, writeCatalog,
