@@ -35,8 +35,9 @@
 //
 // A node lasts at most its session: ZooKeeper deletes every ephemeral node
 // of a session it expires. A lease also has dlock's TTL, written in its
-// node: a node not modified for its TTL (by the leader's clock, the
-// node's mtime against the creation time of the node that finds it) is
+// node: a node not modified for its TTL (by the leader's clock: its
+// mtime against the finder's own node's, moved on by the finder's clock
+// since that write was answered, so never ahead of the leader) is
 // expired, and whoever finds it deletes it, checked against the version
 // it read so that a renewal in between wins. Renew rewrites the nodes of
 // a batch in one multi request. The TTL may not exceed MaxTTL, two thirds
