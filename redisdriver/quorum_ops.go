@@ -20,7 +20,7 @@ func (q *Quorum) Renew(ctx context.Context, reqs []driver.RenewRequest) ([]bool,
 	if len(reqs) == 0 {
 		return nil, nil
 	}
-	answers := fanOut(ctx, q, q.all(), q.cfg.voteTimeout, func(ctx context.Context, m *member) ([]bool, error) {
+	answers := fanOut(ctx, q, q.all(), q.callTimeout(ctx), func(ctx context.Context, m *member) ([]bool, error) {
 		return m.d.Renew(ctx, reqs)
 	}, q.renewDecided(len(reqs)), nil)
 	if err := invalid(answers); err != nil {
@@ -49,6 +49,17 @@ func (q *Quorum) Renew(ctx context.Context, reqs []driver.RenewRequest) ([]bool,
 		}
 	}
 	return held, nil
+}
+
+// callTimeout bounds the wait for the masters' answers to a renewal or a
+// release: ctx's deadline when it has one (the engine's, which knows how
+// long the lease has), else the vote timeout. A batch of a thousand leases
+// on a loaded server may take longer than a vote should.
+func (q *Quorum) callTimeout(ctx context.Context) time.Duration {
+	if d, ok := ctx.Deadline(); ok {
+		return max(time.Until(d), time.Millisecond)
+	}
+	return q.cfg.voteTimeout
 }
 
 // renewDecided reports, for fanOut, when a majority confirmed or refused
@@ -112,7 +123,7 @@ func (q *Quorum) Release(ctx context.Context, reqs []driver.ReleaseRequest) ([]d
 		return nil, nil
 	}
 	q.releasing(reqs)
-	answers := fanOut(ctx, q, q.all(), q.cfg.voteTimeout, func(ctx context.Context, m *member) ([]driver.ReleaseResult, error) {
+	answers := fanOut(ctx, q, q.all(), q.callTimeout(ctx), func(ctx context.Context, m *member) ([]driver.ReleaseResult, error) {
 		return m.d.Release(ctx, reqs)
 	}, q.releaseDecided(len(reqs)), nil)
 	if err := invalid(answers); err != nil {
