@@ -5,14 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/dlockio/dlock/driver"
 	"github.com/go-zookeeper/zk"
 )
 
-// Release implements driver.Driver: each lease's node is deleted. The
-// deletion is what wakes the lease's waiters (their watches on it fire).
+// Release implements driver.Driver: each lease's node is deleted, the
+// deletes of a batch sent together. The deletion is what wakes the
+// lease's waiters (their watches on it fire).
 // A retry of a release this driver made is answered AlreadyReleased.
 func (d *Driver) Release(ctx context.Context, reqs []driver.ReleaseRequest) ([]driver.ReleaseResult, error) {
 	for _, r := range reqs {
@@ -20,16 +22,20 @@ func (d *Driver) Release(ctx context.Context, reqs []driver.ReleaseRequest) ([]d
 			return nil, err
 		}
 	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	// One delete per lease, all in flight together on the connection: a
+	// batch costs one round trip, not one per lease.
 	out := make([]driver.ReleaseResult, len(reqs))
+	errs := make([]error, len(reqs))
+	var wg sync.WaitGroup
 	for i, r := range reqs {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		res, err := d.releaseOne(r)
-		if err != nil {
-			return nil, err
-		}
-		out[i] = res
+		wg.Go(func() { out[i], errs[i] = d.releaseOne(r) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
 	}
 	return out, nil
 }
