@@ -503,3 +503,56 @@ func TestQuorumRestartBetweenVotes(t *testing.T) {
 		t.Errorf("Acquire with two masters out: %v, want ErrNoQuorum", err)
 	}
 }
+
+// Bad input to NewQuorum and its options is refused with ErrInvalid.
+func TestNewQuorumInvalid(t *testing.T) {
+	srv := redisserver.Start(t)
+	c := srv.Client(t)
+	var nilClient *redis.Client
+	cluster := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{srv.Addr()}})
+	t.Cleanup(func() { _ = cluster.Close() })
+	cases := map[string]func() (*Quorum, error){
+		"no clients":     func() (*Quorum, error) { return NewQuorum(nil) },
+		"65 clients":     func() (*Quorum, error) { return NewQuorum(make([]redis.UniversalClient, 65)) },
+		"nil client":     func() (*Quorum, error) { return NewQuorum([]redis.UniversalClient{c, nilClient, c}) },
+		"cluster client": func() (*Quorum, error) { return NewQuorum([]redis.UniversalClient{c, cluster, c}) },
+		"nil option":     func() (*Quorum, error) { return NewQuorum([]redis.UniversalClient{c}, nil) },
+		"vote timeout 0": func() (*Quorum, error) { return NewQuorum([]redis.UniversalClient{c}, WithVoteTimeout(0)) },
+		"negative delay": func() (*Quorum, error) { return NewQuorum([]redis.UniversalClient{c}, WithRestartDelay(-time.Second)) },
+		"prefix with brace": func() (*Quorum, error) {
+			return NewQuorum([]redis.UniversalClient{c}, WithMasterOptions(WithPrefix("a{")))
+		},
+	}
+	for name, newQuorum := range cases {
+		if q, err := newQuorum(); !errors.Is(err, driver.ErrInvalid) {
+			t.Errorf("%s: %v, %v; want ErrInvalid", name, q, err)
+		}
+	}
+}
+
+// LockAll takes its locks one by one on a quorum (no MultiAcquirer), with
+// tokens, and releases them all.
+func TestQuorumLockAll(t *testing.T) {
+	srvs := startMasters(t, 3)
+	c := quorumClient(t, newQuorum(t, srvs, WithRestartDelay(0)), dlock.WithDefaultTTL(10*time.Second))
+	ctx := context.Background()
+	keys := []string{"b", "a", "c"}
+	m, err := c.LockAll(ctx, keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys {
+		if m.Token(k) == 0 {
+			t.Errorf("no token for %q", k)
+		}
+		if l, err := c.TryLock(ctx, k); !errors.Is(err, dlock.ErrNotAcquired) {
+			t.Errorf("TryLock(%q) under LockAll: %v, %v", k, l, err)
+		}
+	}
+	if err := m.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys {
+		cycle(t, c, k)
+	}
+}
