@@ -217,16 +217,11 @@ func TestWaiterSessionExpires(t *testing.T) {
 			time.Sleep(5 * time.Millisecond)
 		}
 	}
-	type grant struct {
-		who   string
-		token uint64
-		err   error
-	}
-	grants := make(chan grant, 3)
+	grants := make(chan waitGrant, 3)
 	wait := func(who string, c *dlock.Client, lctx context.Context) {
 		go func() {
 			l, err := c.Lock(lctx, "k")
-			g := grant{who: who, err: err}
+			g := waitGrant{who: who, err: err}
 			if err == nil {
 				g.token = l.Token()
 				if who != "cut" {
@@ -257,8 +252,24 @@ func TestWaiterSessionExpires(t *testing.T) {
 	if err := hl.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
+	if order := liveGrants(t, grants, hl.Token()); order[0] != "live1" || order[1] != "live2" {
+		t.Errorf("grants in order %v, want live1 then live2", order)
+	}
+}
+
+// waitGrant is what a waiting Lock of TestWaiterSessionExpires ended with.
+type waitGrant struct {
+	who   string
+	token uint64
+	err   error
+}
+
+// liveGrants collects the grants of the two live waiters, in order, each
+// with a token above the one before (from prev); the cut waiter must not
+// be among them.
+func liveGrants(t *testing.T, grants <-chan waitGrant, prev uint64) []string {
+	t.Helper()
 	var order []string
-	prev := hl.Token()
 	for len(order) < 2 {
 		g := <-grants
 		if g.who == "cut" {
@@ -276,7 +287,5 @@ func TestWaiterSessionExpires(t *testing.T) {
 		prev = g.token
 		order = append(order, g.who)
 	}
-	if order[0] != "live1" || order[1] != "live2" {
-		t.Errorf("grants in order %v, want live1 then live2", order)
-	}
+	return order
 }
