@@ -105,11 +105,22 @@ func (d *Driver) Renew(ctx context.Context, reqs []driver.RenewRequest) ([]bool,
 	held := make([]bool, len(reqs))
 	idx := make([]int, 0, len(reqs))
 	sent := time.Now()
+	var expired []string
 	for i, r := range reqs {
-		if d.renewable(r, sent) {
+		switch ok, path := d.renewable(r, sent); {
+		case ok:
 			idx = append(idx, i)
+		case path != "":
+			expired = append(expired, path)
 		}
 	}
+	// Expired nodes are deleted while the renewal is under way, all in
+	// flight together: none waits for another, nor holds up the renewal.
+	var wg sync.WaitGroup
+	for _, p := range expired {
+		wg.Go(func() { _ = d.conn.Delete(p, -1) })
+	}
+	defer wg.Wait()
 	for len(idx) > 0 {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -152,19 +163,19 @@ func (d *Driver) Renew(ctx context.Context, reqs []driver.RenewRequest) ([]bool,
 
 // renewable reports whether r's lease may be renewed: a node of its kind
 // that this driver made, whose TTL has not run out by this client's clock
-// (the store may count it expired then: it is deleted, and not renewed);
-// a waiter's place only while the waiter is not known to be granted.
-func (d *Driver) renewable(r driver.RenewRequest, now time.Time) bool {
+// (the store may count it expired then: it is forgotten, and its path
+// returned, to be deleted); a waiter's place only while the waiter is not
+// known to be granted.
+func (d *Driver) renewable(r driver.RenewRequest, now time.Time) (ok bool, expired string) {
 	n, ok := d.nodeOf(r.ID)
 	if !ok || !kindFits(r.Kind, n.kind) || (r.Kind == driver.KindWaiter && n.granted) {
-		return false
+		return false, ""
 	}
 	if now.Sub(n.sent) >= time.Duration(n.data.TTLms)*time.Millisecond {
 		d.forget(r.ID, false)
-		_ = d.conn.Delete(n.path, -1)
-		return false
+		return false, n.path
 	}
-	return true
+	return true, ""
 }
 
 func lastSlash(p string) int { return strings.LastIndexByte(p, '/') }
