@@ -55,9 +55,9 @@ const (
 // and its assumptions.
 //
 // Make one with NewQuorum; OpenQuorum makes one inside a dlock Client.
-// A Quorum has no queue: the fair lock, RWMutex and Semaphore fail with an
-// error matching errors.ErrUnsupported, and Lock waits the plain way. It
-// has no operators' view (Inspector) either.
+// A Quorum has no queue: the fair lock, RWMutex and Semaphore fail with
+// dlock.ErrUnsupported, and Lock waits the plain way. The operators' view
+// (Inspector) is the majority's (quorum_inspect.go).
 type Quorum struct {
 	members  []*member
 	majority int

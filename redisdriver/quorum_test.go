@@ -556,3 +556,38 @@ func TestQuorumLockAll(t *testing.T) {
 		cycle(t, c, k)
 	}
 }
+
+// The operators' view is the majority's: a lock a minority of the masters
+// hold (a vote that failed) is free, and one a majority holds is shown
+// with the time its majority has left; with a majority of the masters
+// gone, Inspect fails with ErrNoQuorum.
+func TestQuorumInspectMajority(t *testing.T) {
+	srvs := startMasters(t, 3)
+	q := newQuorum(t, srvs, WithRestartDelay(0))
+	t.Cleanup(func() { _ = q.Close() })
+	ctx := context.Background()
+	minority, err := New(srvs[0].Client(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustAcquireTTL(t, minority, "k", "minority", time.Minute)
+	if info, ok, err := q.Inspect(ctx, "k"); err != nil || ok {
+		t.Errorf("Inspect of a lock one master of three holds: %+v, %v, %v; want free", info, ok, err)
+	}
+	if infos, err := q.List(ctx, ""); err != nil || len(infos) != 0 {
+		t.Errorf("List with a lock one master of three holds: %+v, %v; want none", infos, err)
+	}
+	res, err := q.Acquire(ctx, driver.AcquireRequest{Key: "held", ID: "a", TTL: time.Minute})
+	if err != nil || !res.Acquired {
+		t.Fatalf("Acquire: %+v, %v", res, err)
+	}
+	info, ok, err := q.Inspect(ctx, "held")
+	if err != nil || !ok || info.Token != res.Token || info.TTL <= 0 || info.TTL > time.Minute {
+		t.Errorf("Inspect of a held lock: %+v, %v, %v; want token %d and a TTL within a minute", info, ok, err, res.Token)
+	}
+	srvs[1].Kill()
+	srvs[2].Kill()
+	if _, _, err := q.Inspect(ctx, "held"); !errors.Is(err, ErrNoQuorum) {
+		t.Errorf("Inspect with 1 of 3 masters: %v, want ErrNoQuorum", err)
+	}
+}
