@@ -69,14 +69,21 @@ func TestRunOnAQuorum(t *testing.T) {
 	if code != 75 {
 		t.Fatalf("a second run on the quorum: status %d, want 75 (not acquired); stderr %q", code, stderr)
 	}
-	// What a quorum cannot do is a usage error, said in one line.
-	for _, args := range [][]string{{"status", name}, {"list"}, {"run", "--shared", name, "--", "true"}} {
-		code, _, stderr := dlock(t, strings.Join(urls, " "), args...)
-		if code != 64 || !strings.Contains(stderr, "not supported") {
-			t.Errorf("%v on a quorum: status %d, want 64; stderr %q", args, code, stderr)
+	// The operators' view is the majority's: status and list show the
+	// holder and its token.
+	for _, args := range [][]string{{"status", "--json", name}, {"list", "--json"}} {
+		code, stdout, stderr := dlock(t, strings.Join(urls, " "), args...)
+		if code != 0 || !strings.Contains(stdout, `"token": `+strconv.FormatUint(first, 10)+",") {
+			t.Errorf("%v on a quorum: status %d, stdout %q, stderr %q; want the holder with token %d", args, code, stdout, stderr, first)
 		}
-		oneLine(t, stderr)
 	}
+	// What a quorum cannot do (it has no queue) is a usage error, said in
+	// one line.
+	code, _, stderr = dlock(t, strings.Join(urls, " "), "run", "--shared", name, "--", "true")
+	if code != 64 || !strings.Contains(stderr, "not supported") {
+		t.Errorf("run --shared on a quorum: status %d, want 64; stderr %q", code, stderr)
+	}
+	oneLine(t, stderr)
 	if code := stop(); code != 0 {
 		t.Fatalf("holder exited %d", code)
 	}
