@@ -231,15 +231,29 @@ func fanOut[T any](ctx context.Context, q *Quorum, idx []int, timeout time.Durat
 		ended  bool
 		all    = make(chan struct{})
 		enough = make(chan struct{}, 1)
+		left   atomic.Int32 // calls still running: the last one cancels cctx
 	)
+	// One deadline for every call, and for the wait below, cancelled by
+	// the last call to end (calls outlive fanOut).
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	cancelLast := cancel
+	if len(idx) == 0 {
+		cancel()
+		return nil
+	}
+	left.Store(int32(len(idx)))
 	start := time.Now()
 	for _, i := range idx {
 		q.calls.Add(1)
 		go func() {
 			defer q.calls.Done()
-			cctx, cancel := context.WithTimeout(ctx, timeout)
+			defer func() {
+				// After the answer is in: cctx also ends the wait below.
+				if left.Add(-1) == 0 {
+					cancelLast()
+				}
+			}()
 			v, err := call(cctx, q.members[i])
-			cancel()
 			a := answer[T]{i: i, v: v, err: err}
 			mu.Lock()
 			if ended {
@@ -261,20 +275,18 @@ func fanOut[T any](ctx context.Context, q *Quorum, idx []int, timeout time.Durat
 			mu.Unlock()
 		}()
 	}
-	timer := time.NewTimer(timeout)
-	defer timer.Stop()
+	var grace <-chan time.Time
 	for waiting := true; waiting; {
 		select {
 		case <-all:
 			waiting = false
 		case <-enough:
-			grace := max(2*time.Since(start), 2*time.Millisecond)
-			if left := timeout - time.Since(start); grace < left {
-				timer.Reset(grace)
-			}
-		case <-timer.C:
+			t := time.NewTimer(max(2*time.Since(start), 2*time.Millisecond))
+			defer t.Stop()
+			grace = t.C
+		case <-grace:
 			waiting = false
-		case <-ctx.Done():
+		case <-cctx.Done():
 			waiting = false
 		}
 	}
@@ -304,8 +316,14 @@ func invalid[T any](answers []answer[T]) error {
 	return nil
 }
 
-// noQuorum is the error of a call that fewer than a majority answered.
+// noQuorum is the error of a call that fewer than a majority answered. It
+// matches ErrNoQuorum alone: the masters' errors are only its text, so that
+// one master's timeout (a context error) does not read as the caller's own.
 func (q *Quorum) noQuorum(what string, answered int, errs []error) error {
-	return fmt.Errorf("%s: %w (%d of %d, %d needed): %w",
-		what, ErrNoQuorum, answered, len(q.members), q.majority, errors.Join(errs...))
+	detail := "no answer in time"
+	if len(errs) > 0 {
+		detail = errors.Join(errs...).Error()
+	}
+	return fmt.Errorf("%s: %w (%d of %d, %d needed): %s",
+		what, ErrNoQuorum, answered, len(q.members), q.majority, detail)
 }
