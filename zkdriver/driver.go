@@ -160,8 +160,15 @@ func (d *Driver) checkTTL(ttl time.Duration) error {
 
 var errClosed = errors.New("zkdriver: driver closed")
 
-// Close implements driver.Driver: it closes the connection if Open made
-// it, which ends the session and with it every node of the session.
+// closeWait bounds how long Close of a Driver on a connection it does not
+// own waits for its grant monitors: one blocked in a request to servers
+// out of reach ends with that request, when the connection gives up on it
+// or its owner closes it.
+const closeWait = time.Second
+
+// Close implements driver.Driver: it stops the grant monitors and closes
+// the connection if Open made it, which ends the session and with it every
+// node of the session, and ends the monitors' requests.
 func (d *Driver) Close() error {
 	d.closeOnce.Do(func() {
 		d.mu.Lock()
@@ -174,9 +181,21 @@ func (d *Driver) Close() error {
 			}
 		}
 		d.mu.Unlock()
-		d.monitors.Wait()
 		if d.ownsConn {
 			d.conn.Close()
+			d.monitors.Wait()
+			return
+		}
+		done := make(chan struct{})
+		go func() {
+			d.monitors.Wait()
+			close(done)
+		}()
+		t := time.NewTimer(closeWait)
+		defer t.Stop()
+		select {
+		case <-done:
+		case <-t.C:
 		}
 	})
 	return nil

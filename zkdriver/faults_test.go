@@ -52,7 +52,7 @@ func nodeOfLease(t *testing.T, conn *zk.Conn, d *Driver, key string) string {
 // learns its lease is lost before the servers expire its session and
 // delete its node, and so before anyone else can take the lock.
 func TestLostSignalBeforeSessionExpiry(t *testing.T) {
-	n := zkserver.Start(t)
+	n := zkserver.Shared(t)
 	proxy := redisserver.NewProxy(t, n.Addr())
 	holder, hd := faultClient(t, proxy.Addr(), "/lost")
 	other, _ := faultClient(t, n.Addr(), "/lost")
@@ -107,7 +107,7 @@ func TestLostSignalBeforeSessionExpiry(t *testing.T) {
 // reply was lost with the connection finds its node again instead of
 // leaving it behind and making a second one.
 func TestLostCreateReply(t *testing.T) {
-	n := zkserver.Start(t)
+	n := zkserver.Shared(t)
 	proxy := redisserver.NewProxy(t, n.Addr())
 	conn, granted := dial(t, proxy.Addr(), testSession)
 	d, err := New(conn, WithPrefix("/lostreply"), WithSessionTimeout(granted))
@@ -165,7 +165,7 @@ func TestLostCreateReply(t *testing.T) {
 // TestCloseDuringOutage: Close of a Client holding leases returns while
 // its servers are unreachable, within the session timeout.
 func TestCloseDuringOutage(t *testing.T) {
-	n := zkserver.Start(t)
+	n := zkserver.Shared(t)
 	proxy := redisserver.NewProxy(t, n.Addr())
 	c, _ := faultClient(t, proxy.Addr(), "/outage")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -188,10 +188,11 @@ func TestCloseDuringOutage(t *testing.T) {
 }
 
 // TestWaiterSessionExpires: a waiter cut off from the servers while it
-// waits loses its place when its session expires; the live waiters
-// behind it are granted in their order, and it is never granted.
+// waits loses its place (when its place's TTL runs out, before its session
+// expires, the waiter behind it deletes it); the live waiters behind it
+// are granted in their order, and it is never granted.
 func TestWaiterSessionExpires(t *testing.T) {
-	n := zkserver.Start(t)
+	n := zkserver.Shared(t)
 	proxy := redisserver.NewProxy(t, n.Addr())
 	holder, hd := faultClient(t, n.Addr(), "/waiterexp")
 	cut, _ := faultClient(t, proxy.Addr(), "/waiterexp")

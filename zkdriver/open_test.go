@@ -25,7 +25,7 @@ func TestNewInvalid(t *testing.T) {
 	if _, err := New(nil); !errors.Is(err, dlock.ErrInvalidArgument) {
 		t.Errorf("New(nil) = %v", err)
 	}
-	n := zkserver.Start(t)
+	n := zkserver.Shared(t)
 	conn, _ := dial(t, n.Addr(), testSession)
 	for _, p := range []string{"", "/", "rel", "/a/", "/a//b", "/a/../b"} {
 		if _, err := New(conn, WithPrefix(p)); !errors.Is(err, dlock.ErrInvalidArgument) {
@@ -40,7 +40,7 @@ func TestNewInvalid(t *testing.T) {
 // TestOpen: Open learns the session timeout the servers grant, and the
 // Client's default TTL fits in it; a TTL that does not is refused.
 func TestOpen(t *testing.T) {
-	n := zkserver.Start(t)
+	n := zkserver.Shared(t)
 	c, err := Open(n.Addr())
 	if err != nil {
 		t.Fatal(err)

@@ -29,15 +29,40 @@ func (d *Driver) Release(ctx context.Context, reqs []driver.ReleaseRequest) ([]d
 	// batch costs one round trip, not one per lease.
 	out := make([]driver.ReleaseResult, len(reqs))
 	errs := make([]error, len(reqs))
-	var wg sync.WaitGroup
-	for i, r := range reqs {
-		wg.Go(func() { out[i], errs[i] = d.releaseOne(r) })
+	err := untilDone(ctx, func() {
+		var wg sync.WaitGroup
+		for i, r := range reqs {
+			wg.Go(func() { out[i], errs[i] = d.releaseOne(r) })
+		}
+		wg.Wait()
+	})
+	if err == nil {
+		err = errors.Join(errs...)
 	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	if err != nil {
 		return nil, err
 	}
 	return out, nil
+}
+
+// untilDone runs f, and returns when it has, or with ctx's error when ctx
+// ends first: go-zookeeper's requests take no context, and one sent while
+// the servers are out of reach is answered only when the client gives up
+// on the connection (two thirds of the session timeout, ten times that
+// during a handshake). An abandoned f goes on until then, or until the
+// connection is closed; what it writes is no longer read.
+func untilDone(ctx context.Context, f func()) error {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f()
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 func (d *Driver) checkKind(k driver.Kind) error {
@@ -120,7 +145,7 @@ func (d *Driver) Renew(ctx context.Context, reqs []driver.RenewRequest) ([]bool,
 	for _, p := range expired {
 		wg.Go(func() { _ = d.conn.Delete(p, -1) })
 	}
-	defer wg.Wait()
+	defer func() { _ = untilDone(ctx, wg.Wait) }()
 	for len(idx) > 0 {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -130,7 +155,11 @@ func (d *Driver) Renew(ctx context.Context, reqs []driver.RenewRequest) ([]bool,
 			n, _ := d.nodeOf(reqs[i].ID)
 			ops[j] = &zk.SetDataRequest{Path: n.path, Data: renewData(n, reqs[i].TTL), Version: -1}
 		}
-		res, err := d.conn.Multi(ops...)
+		var res []zk.MultiResponse
+		var err error
+		if werr := untilDone(ctx, func() { res, err = d.conn.Multi(ops...) }); werr != nil {
+			return nil, werr
+		}
 		if err == nil {
 			answered := time.Now()
 			for _, i := range idx {

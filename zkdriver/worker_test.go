@@ -24,7 +24,9 @@ func TestMain(m *testing.M) {
 	if cfg := os.Getenv(workerEnv); cfg != "" {
 		os.Exit(runWorker(cfg))
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	zkserver.StopShared()
+	os.Exit(code)
 }
 
 // workerConfig is a holder process's: it takes Key on Servers, reports

@@ -3,7 +3,9 @@ package zkserver
 import (
 	"fmt"
 	"net"
+	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -117,4 +119,67 @@ func freePorts(n int) ([]int, error) {
 		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
 	}
 	return ports, nil
+}
+
+// The shared node: one standalone server for the tests of a package that
+// neither stop nor pause it, each under a prefix of its own, so that the
+// package starts one JVM for them instead of one each.
+var (
+	sharedOnce sync.Once
+	sharedNode *Node
+	sharedDir  string
+	sharedErr  error
+)
+
+// Shared returns the package's shared standalone node, started on first
+// use and stopped by StopShared, which the package's TestMain calls after
+// m.Run. A test using it must keep to znodes of its own and must not
+// kill, pause or restart it (Kill, Pause and Restart are for nodes of
+// Start and StartEnsemble).
+func Shared(t testing.TB) *Node {
+	t.Helper()
+	sharedOnce.Do(func() { sharedNode, sharedDir, sharedErr = startDetached() })
+	if sharedErr != nil {
+		t.Fatal(sharedErr)
+	}
+	return sharedNode
+}
+
+// StopShared stops the shared node, if one was started, and removes its
+// directory.
+func StopShared() {
+	if sharedNode != nil {
+		sharedNode.stop()
+		_ = os.RemoveAll(sharedDir)
+	}
+}
+
+// startDetached starts a standalone node tied to no test.
+func startDetached() (*Node, string, error) {
+	in, err := findInstallation()
+	if err != nil {
+		return nil, "", err
+	}
+	ports, err := freePorts(1)
+	if err != nil {
+		return nil, "", fmt.Errorf("zkserver: free ports: %w", err)
+	}
+	dir, err := os.MkdirTemp("", "zkserver-shared-")
+	if err != nil {
+		return nil, "", err
+	}
+	nd := &Node{in: in, id: 1, dir: dir, client: ports[0]}
+	err = nd.writeConfig()
+	if err == nil {
+		err = nd.launch()
+	}
+	if err == nil {
+		err = nd.waitServing()
+	}
+	if err != nil {
+		nd.stop()
+		_ = os.RemoveAll(dir)
+		return nil, "", err
+	}
+	return nd, dir, nil
 }
