@@ -18,6 +18,13 @@ import (
 // $DLOCK_ZK_CLASSPATH), and returns its client address.
 func startZooKeeper(t *testing.T) string {
 	t.Helper()
+	return startZooKeeperWith(t, "maxSessionTimeout=60000\n")
+}
+
+// startZooKeeperWith is startZooKeeper with the given lines of
+// configuration instead of its longer session limit.
+func startZooKeeperWith(t *testing.T, extra string) string {
+	t.Helper()
 	cp := os.Getenv("DLOCK_ZK_CLASSPATH")
 	if cp == "" {
 		cp = "/usr/share/java/zookeeper.jar"
@@ -36,8 +43,8 @@ func startZooKeeper(t *testing.T) string {
 	port := l.Addr().(*net.TCPAddr).Port
 	_ = l.Close()
 	dir := t.TempDir()
-	cfg := fmt.Sprintf("tickTime=500\ndataDir=%s\nclientPort=%d\nclientPortAddress=127.0.0.1\nadmin.enableServer=false\nmaxSessionTimeout=60000\n4lw.commands.whitelist=srvr\nforceSync=no\n",
-		filepath.Join(dir, "data"), port)
+	cfg := fmt.Sprintf("tickTime=500\ndataDir=%s\nclientPort=%d\nclientPortAddress=127.0.0.1\nadmin.enableServer=false\n4lw.commands.whitelist=srvr\nforceSync=no\n%s",
+		filepath.Join(dir, "data"), port, extra)
 	if err := os.WriteFile(filepath.Join(dir, "zoo.cfg"), []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -138,5 +145,23 @@ func TestZooKeeperCommands(t *testing.T) {
 	// Open asks for 45 s, which this server grants: MaxTTL 30 s.
 	if out, code := dlockCmd(noRedis, "--zk", addr, "run", "--ttl", "31s", "long", "--", "true"); code != 64 {
 		t.Errorf("--ttl above two thirds of the session timeout: exit %d, %q; want 64", code, out)
+	}
+}
+
+// Without --ttl, a run on a server with ZooKeeper's default session limit
+// (20 ticks: 10 s here, 40 s with the usual 2 s tick) takes the longest
+// TTL the session allows, below dlock's 30 s default, and runs; an
+// explicit --ttl above it is a usage error that says why. Before, the
+// default 30 s was always asked for, so every run without --ttl exited 64
+// on such a server.
+func TestZooKeeperRunWithoutTTL(t *testing.T) {
+	addr := startZooKeeperWith(t, "")
+	env := []string{"DLOCK_REDIS=", "DLOCK_ZK=" + addr}
+	out, code := dlockCmd(env, "run", "job", "--", "sh", "-c", `echo "token=$DLOCK_TOKEN"`)
+	if code != 0 || !strings.Contains(out, "token=") {
+		t.Fatalf("run without --ttl on ZooKeeper: exit %d, %q; want it run", code, out)
+	}
+	if out, code := dlockCmd(env, "run", "--ttl", "30s", "job", "--", "true"); code != 64 {
+		t.Fatalf("run --ttl 30s on a 10 s session: exit %d, %q; want 64", code, out)
 	}
 }

@@ -60,7 +60,15 @@ func runCommand(ctx context.Context, s *invocation, o *runOptions, args []string
 			obs = teeObserver{mobs, loss}
 		}
 	}
-	opts := []dlock.Option{dlock.WithDefaultTTL(*o.ttl), dlock.WithLogger(logger), dlock.WithOwnerMeta(*o.meta), dlock.WithObserver(obs)}
+	opts := []dlock.Option{dlock.WithLogger(logger), dlock.WithOwnerMeta(*o.meta), dlock.WithObserver(obs)}
+	// Without --ttl (or DLOCK_TTL) the lock has the Client's default TTL:
+	// dlock.DefaultTTL, or the longest the store takes when that is
+	// shorter (ZooKeeper's sessions bound it: zkdriver.Open).
+	var lockOpts []dlock.LockOption
+	if s.flags.given("ttl") {
+		opts = append(opts, dlock.WithDefaultTTL(*o.ttl))
+		lockOpts = append(lockOpts, dlock.WithTTL(*o.ttl))
+	}
 	// A TTL below the store's minimum fails here, a name the store cannot
 	// take just below: usage errors, found before any round trip.
 	client, err := s.openClient(opts...)
@@ -96,14 +104,14 @@ func runCommand(ctx context.Context, s *invocation, o *runOptions, args []string
 	sigs := notifySignals()
 	defer stopSignals(sigs)
 
-	lease, err := acquire(ctx, client, o.kind, key, *o.ttl, *o.wait, sigs)
+	lease, err := acquire(ctx, client, o.kind, key, *o.wait, sigs, lockOpts...)
 	if err != nil {
 		err = s.badDatabase(s.describeAcquireError(ctx, client, key, o, err))
 		unresponsive = errors.Is(err, dlock.ErrBackend)
 		return err
 	}
 	sv := &supervisor{env: s.env, lease: lease, argv: argv, grace: *o.grace, sigs: sigs,
-		holdUntil: time.Now().Add(*o.minHold), ttl: *o.ttl, dropEnv: s.storeVariables(), loss: loss}
+		holdUntil: time.Now().Add(*o.minHold), ttl: lease.TTL(), dropEnv: s.storeVariables(), loss: loss}
 	err = sv.run()
 	abandoned = sv.abandoned
 	return err
@@ -126,7 +134,7 @@ func (e signalError) Error() string { return fmt.Sprintf("interrupted by %v", e.
 
 // acquire takes the lock (or the read lease or permit kind asks for),
 // giving up after wait (one attempt for 0) or when a signal arrives.
-func acquire(ctx context.Context, c *dlock.Client, kind leaseKind, key string, ttl time.Duration, wait optionalDuration, sigs <-chan os.Signal) (*dlock.Lease, error) {
+func acquire(ctx context.Context, c *dlock.Client, kind leaseKind, key string, wait optionalDuration, sigs <-chan os.Signal, opts ...dlock.LockOption) (*dlock.Lease, error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	type result struct {
@@ -141,14 +149,14 @@ func acquire(ctx context.Context, c *dlock.Client, kind leaseKind, key string, t
 			// The user did not ask to wait: a store that accepts the
 			// connection but does not answer is reported as promptly.
 			actx, acancel := context.WithTimeout(ctx, attemptTimeout)
-			r.lease, r.err = kind.take(actx, c, key, true, dlock.WithTTL(ttl))
+			r.lease, r.err = kind.take(actx, c, key, true, opts...)
 			acancel()
 		case wait.set:
 			wctx, wcancel := context.WithTimeout(ctx, wait.d)
-			r.lease, r.err = kind.take(wctx, c, key, false, dlock.WithTTL(ttl))
+			r.lease, r.err = kind.take(wctx, c, key, false, opts...)
 			wcancel()
 		default:
-			r.lease, r.err = kind.take(ctx, c, key, false, dlock.WithTTL(ttl))
+			r.lease, r.err = kind.take(ctx, c, key, false, opts...)
 		}
 		done <- r
 	}()

@@ -41,7 +41,7 @@ func defineRun(f *flagSet, opts Options) runFunc {
 func declareRunFlags(f *flagSet) *runOptions {
 	o := &runOptions{}
 	o.ttl = f.duration("ttl", "", dlock.DefaultTTL, true,
-		"lock time-to-live; renewed every TTL/3 while COMMAND runs, it bounds how long a killed dlock blocks others")
+		"lock time-to-live; renewed every TTL/3 while COMMAND runs, it bounds how long a killed dlock blocks others. Not given: 30s, or the longest the store takes if shorter (ZooKeeper)")
 	o.wait = f.optDuration("wait", "w",
 		"give up after waiting this long for the lock; 0 makes one attempt", "wait forever")
 	// --nb and --nonblock are flock's long forms. flock's --timeout is
