@@ -28,10 +28,12 @@
 //   - KeyChecker: key rules of the store beyond dlock's own.
 //
 // The Redis, etcd and in-memory drivers implement Queuer, MultiAcquirer,
-// Inspector and QueueLister; only Redis implements QueueBatcher and
-// KeyChecker. The conformance suite in package drivertest
-// checks every driver against the same promises, for the interfaces it
-// implements.
+// Inspector and QueueLister; the ZooKeeper driver all but MultiAcquirer
+// (a ZooKeeper multi cannot check that a name has no waiters); the Redis
+// quorum of independent masters only Inspector. Only the Redis drivers
+// implement KeyChecker, and only the single-server one QueueBatcher. The
+// conformance suite in package drivertest checks every driver against the
+// same promises, for the interfaces it implements.
 package driver
 
 import (
