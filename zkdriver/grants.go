@@ -39,7 +39,7 @@ func (d *Driver) WatchGrants(ctx context.Context, inbox string, onGrant func(dri
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	w := &grantWatcher{s: &d.sinks, inbox: inbox, onGrant: onGrant, wake: make(chan struct{}, 1), stop: make(chan struct{})}
+	w := &grantWatcher{s: &d.sinks, inbox: inbox, out: newMailbox(onGrant)}
 	d.sinks.mu.Lock()
 	if d.sinks.byBox == nil {
 		d.sinks.byBox = make(map[string]map[*grantWatcher]struct{})
@@ -49,61 +49,18 @@ func (d *Driver) WatchGrants(ctx context.Context, inbox string, onGrant func(dri
 	}
 	d.sinks.byBox[inbox][w] = struct{}{}
 	d.sinks.mu.Unlock()
-	w.wg.Add(1)
-	go w.dispatch()
 	return w, nil
 }
 
 // grantWatcher delivers the grants of one subscription, one at a time.
 type grantWatcher struct {
-	s       *grantSinks
-	inbox   string
-	onGrant func(driver.Grant)
-
-	mu      sync.Mutex
-	pending []driver.Grant
-	wake    chan struct{}
-	stop    chan struct{}
-	once    sync.Once
-	wg      sync.WaitGroup
+	s     *grantSinks
+	inbox string
+	out   *mailbox[driver.Grant] // to the subscription's onGrant
+	once  sync.Once
 }
 
-func (w *grantWatcher) push(g driver.Grant) {
-	w.mu.Lock()
-	w.pending = append(w.pending, g)
-	w.mu.Unlock()
-	select {
-	case w.wake <- struct{}{}:
-	default:
-	}
-}
-
-func (w *grantWatcher) dispatch() {
-	defer w.wg.Done()
-	for {
-		select {
-		case <-w.stop:
-			return
-		case <-w.wake:
-		}
-		for {
-			w.mu.Lock()
-			if len(w.pending) == 0 {
-				w.mu.Unlock()
-				break
-			}
-			g := w.pending[0]
-			w.pending = w.pending[1:]
-			w.mu.Unlock()
-			select {
-			case <-w.stop:
-				return
-			default:
-			}
-			w.onGrant(g)
-		}
-	}
-}
+func (w *grantWatcher) push(g driver.Grant) { w.out.post(g) }
 
 // Close implements driver.GrantWatcher.
 func (w *grantWatcher) Close() error {
@@ -114,8 +71,7 @@ func (w *grantWatcher) Close() error {
 			delete(w.s.byBox, w.inbox)
 		}
 		w.s.mu.Unlock()
-		close(w.stop)
-		w.wg.Wait()
+		w.out.close()
 	})
 	return nil
 }

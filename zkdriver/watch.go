@@ -20,24 +20,24 @@ func (d *Driver) Watch(onRelease func(key string)) (driver.Watcher, error) {
 	if onRelease == nil {
 		return nil, fmt.Errorf("%w: nil release callback", driver.ErrInvalid)
 	}
-	w := &watcher{d: d, onRelease: onRelease, keys: make(map[string]*keyWatch), wake: make(chan struct{}, 1), stop: make(chan struct{})}
-	w.wg.Add(1)
-	go w.dispatch()
+	w := &watcher{d: d, keys: make(map[string]*keyWatch)}
+	w.out = newMailbox(func(key string) {
+		if w.following(key) {
+			onRelease(key)
+		}
+	})
 	return w, nil
 }
 
 type watcher struct {
-	d         *Driver
-	onRelease func(string)
+	d   *Driver
+	out *mailbox[string] // the notifications, to onRelease
 
-	mu      sync.Mutex
-	keys    map[string]*keyWatch
-	pending []string // notifications not delivered yet, in order
-	closed  bool
+	mu     sync.Mutex
+	keys   map[string]*keyWatch
+	closed bool
 
-	wake chan struct{}
-	stop chan struct{}
-	wg   sync.WaitGroup
+	wg sync.WaitGroup // the keys' watch goroutines
 }
 
 type keyWatch struct {
@@ -154,44 +154,18 @@ func (w *watcher) follow(kw *keyWatch, ch <-chan zk.Event) {
 }
 
 func (w *watcher) notify(key string) {
-	w.mu.Lock()
-	if _, ok := w.keys[key]; !ok || w.closed {
-		w.mu.Unlock()
-		return
-	}
-	w.pending = append(w.pending, key)
-	w.mu.Unlock()
-	select {
-	case w.wake <- struct{}{}:
-	default:
+	if w.following(key) {
+		w.out.post(key)
 	}
 }
 
-// dispatch calls onRelease for every pending notification, one at a time,
-// so that a slow callback delays the others without dropping them.
-func (w *watcher) dispatch() {
-	defer w.wg.Done()
-	for {
-		select {
-		case <-w.stop:
-			return
-		case <-w.wake:
-		}
-		for {
-			w.mu.Lock()
-			if len(w.pending) == 0 || w.closed {
-				w.mu.Unlock()
-				break
-			}
-			key := w.pending[0]
-			w.pending = w.pending[1:]
-			_, following := w.keys[key]
-			w.mu.Unlock()
-			if following {
-				w.onRelease(key)
-			}
-		}
-	}
+// following reports whether key is still followed: a notification of a
+// key removed since it was posted is not delivered.
+func (w *watcher) following(key string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	_, ok := w.keys[key]
+	return ok && !w.closed
 }
 
 // Remove implements driver.Watcher.
@@ -218,9 +192,8 @@ func (w *watcher) Close() error {
 		close(kw.stop)
 		delete(w.keys, k)
 	}
-	w.pending = nil
 	w.mu.Unlock()
-	close(w.stop)
 	w.wg.Wait()
+	w.out.close()
 	return nil
 }
