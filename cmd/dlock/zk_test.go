@@ -79,63 +79,7 @@ func startZooKeeperWith(t *testing.T, extra string) string {
 func TestZooKeeperCommands(t *testing.T) {
 	addr := startZooKeeper(t)
 	noRedis := []string{"DLOCK_REDIS="}
-	out, code := dlockCmd(noRedis, "--zk", addr, "run", "--ttl", "3s", "job", "--", "sh", "-c", `echo "token=$DLOCK_TOKEN"`)
-	if code != 0 || !strings.Contains(out, "token=") {
-		t.Fatalf("run on ZooKeeper: exit %d, %q", code, out)
-	}
-	env := append(noRedis, "DLOCK_ZK="+addr)
-	bg := exec.Command(dlockBin, "run", "--ttl", "3s", "held", "--", "sleep", "30")
-	bg.Env = append(bg.Environ(), env...)
-	if err := bg.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = bg.Process.Kill(); _ = bg.Wait() })
-	var status string
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if status, code = dlockCmd(env, "status", "held"); code == 0 {
-			break
-		}
-	}
-	if code != 0 || !strings.Contains(status, "token:") {
-		t.Fatalf("status of a held lock: exit %d, %q", code, status)
-	}
-	if out, code := dlockCmd(env, "list"); code != 0 || !strings.Contains(out, "held") {
-		t.Errorf("list: exit %d, %q", code, out)
-	}
-	reader := exec.Command(dlockBin, "run", "--shared", "--ttl", "3s", "reports", "--", "sleep", "30")
-	reader.Env = append(reader.Environ(), env...)
-	if err := reader.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = reader.Process.Kill(); _ = reader.Wait() })
-	var list string
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if list, code = dlockCmd(env, "list"); code == 0 && strings.Contains(list, "QUEUED") {
-			break
-		}
-	}
-	if !strings.Contains(list, "QUEUED") || !strings.Contains(list, "reports") || !strings.Contains(list, "shared") {
-		t.Errorf("list with a reader on ZooKeeper: exit %d, %q; want it under QUEUED", code, list)
-	}
-	if out, code := dlockCmd(env, "run", "--wait", "0", "held", "--", "true"); code != 75 {
-		t.Errorf("run of a held lock with --wait 0: exit %d, %q; want 75", code, out)
-	}
-	if out, code := dlockCmd(env, "unlock", "--force", "held"); code != 0 {
-		t.Errorf("unlock --force: exit %d, %q", code, out)
-	}
-	done := make(chan error, 1)
-	go func() { done <- bg.Wait() }()
-	select {
-	case err := <-done:
-		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 76 {
-			t.Errorf("run whose lock was broken: %v, want exit 76", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Error("run whose lock was broken still running after 10s")
-	}
-	if out, code := dlockCmd(env, "status", "held"); code != 1 {
-		t.Errorf("status after unlock --force: exit %d, %q; want 1", code, out)
-	}
+	env := checkStoreCommands(t, "zk", "DLOCK_ZK", addr)
 	if out, code := dlockCmd(env, "--etcd", "127.0.0.1:1", "--zk", addr, "list"); code != 64 {
 		t.Errorf("--etcd with --zk: exit %d, %q; want 64", code, out)
 	}
