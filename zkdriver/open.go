@@ -138,7 +138,12 @@ func connect(ctx context.Context, addrs []string, timeout time.Duration, log *sl
 	}
 	granted := sl.timeout()
 	if granted <= 0 {
-		granted = timeout
+		// Assuming the timeout asked for could put every lease's deadline
+		// after the servers' expiry of the session (they grant less than
+		// asked above their maxSessionTimeout): refuse rather than guess.
+		conn.Close()
+		return nil, 0, fmt.Errorf("%w: ZooKeeper %s: the session timeout the servers granted is unknown (the client did not log its handshake); use New with WithSessionTimeout",
+			dlock.ErrBackend, strings.Join(addrs, ","))
 	}
 	return conn, granted, nil
 }

@@ -3,6 +3,7 @@ package zkdriver
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -69,5 +70,20 @@ func TestOpenNoServer(t *testing.T) {
 	defer cancel()
 	if _, err := OpenContext(ctx, "127.0.0.1:1"); !errors.Is(err, dlock.ErrBackend) {
 		t.Errorf("OpenContext with no server: %v, want ErrBackend", err)
+	}
+}
+
+// The granted session timeout comes from go-zookeeper's handshake line,
+// in the form of the pinned version; any other line leaves it unknown,
+// which connect refuses rather than guess.
+func TestSessionLogReadsTheGrantedTimeout(t *testing.T) {
+	l := &sessionLog{log: slog.New(slog.DiscardHandler)}
+	l.Printf("connected to %s", "127.0.0.1:2181")
+	if got := l.timeout(); got != 0 {
+		t.Fatalf("timeout %v before the handshake line, want 0 (unknown)", got)
+	}
+	l.Printf("authenticated: id=%d, timeout=%d", int64(72057), int32(4000))
+	if got := l.timeout(); got != 4*time.Second {
+		t.Fatalf("timeout %v after the handshake line, want 4s", got)
 	}
 }
