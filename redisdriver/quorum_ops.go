@@ -257,22 +257,34 @@ func (w *quorumWatcher) Remove(ctx context.Context, key string) error {
 	return w.each(ctx, "unwatch", func(ctx context.Context, mw driver.Watcher) error { return mw.Remove(ctx, key) })
 }
 
-// each runs op on every master's watcher at once, and fails unless a
-// majority succeeded. The watchers bound their own calls by ctx.
+// each runs op on every master's watcher at once, and returns once a
+// majority succeeded, or enough failed that none can: a silent master does
+// not hold up a waiter's watch (its op goes on, bounded by ctx, and Close
+// of the Quorum waits for it).
 func (w *quorumWatcher) each(ctx context.Context, what string, op func(context.Context, driver.Watcher) error) error {
-	errs := make([]error, len(w.ws))
-	var wg sync.WaitGroup
-	for i, mw := range w.ws {
-		wg.Go(func() { errs[i] = op(ctx, mw) })
+	type result struct {
+		i   int
+		err error
 	}
-	wg.Wait()
+	results := make(chan result, len(w.ws))
+	for i, mw := range w.ws {
+		w.q.calls.Add(1)
+		go func() {
+			defer w.q.calls.Done()
+			results <- result{i, op(ctx, mw)}
+		}()
+	}
 	ok := 0
 	var failed []error
-	for i, err := range errs {
-		if err == nil {
+	for range w.ws {
+		r := <-results
+		if r.err == nil {
 			ok++
 		} else {
-			failed = append(failed, fmt.Errorf("master %d: %w", i, err))
+			failed = append(failed, fmt.Errorf("master %d: %w", r.i, r.err))
+		}
+		if ok >= w.q.majority || len(failed) > len(w.ws)-w.q.majority {
+			break
 		}
 	}
 	if ok >= w.q.majority {

@@ -592,3 +592,54 @@ func TestQuorumInspectMajority(t *testing.T) {
 		t.Errorf("Inspect with 1 of 3 masters: %v, want ErrNoQuorum", err)
 	}
 }
+
+// A waiter whose watch cannot reach a silent master (blackholed) still
+// follows the release through the others: its Lock gets the lock once the
+// holder lets go. Its context is shorter than the 5 s the silent master's
+// subscription takes to fail, which Lock waited for before.
+func TestQuorumWaitWithSilentMaster(t *testing.T) {
+	srvs := startMasters(t, 3)
+	proxy := redisserver.NewProxy(t, srvs[0].Addr())
+	clients := func() []redis.UniversalClient {
+		rdb := redis.NewClient(&redis.Options{Addr: proxy.Addr()})
+		t.Cleanup(func() { _ = rdb.Close() })
+		return []redis.UniversalClient{rdb, srvs[1].Client(t), srvs[2].Client(t)}
+	}
+	newClient := func() *dlock.Client {
+		q, err := NewQuorum(clients(), WithRestartDelay(0), WithVoteTimeout(200*time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return quorumClient(t, q, dlock.WithDefaultTTL(30*time.Second))
+	}
+	a, b := newClient(), newClient()
+	ctx := context.Background()
+	held, err := a.Lock(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy.Blackhole(true)
+	got := make(chan error, 1)
+	go func() {
+		wctx, cancel := context.WithTimeout(ctx, 4*time.Second)
+		defer cancel()
+		l, err := b.Lock(wctx, "k")
+		if err == nil {
+			err = l.Unlock(ctx)
+		}
+		got <- err
+	}()
+	// The waiter follows the release channel on the reachable masters.
+	for _, s := range srvs[1:] {
+		c := s.Client(t)
+		for c.PubSubNumSub(ctx, "dlock:{k}:released").Val()["dlock:{k}:released"] == 0 {
+			time.Sleep(10 * time.Millisecond) // polls for the subscription
+		}
+	}
+	if err := held.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Errorf("waiter's Lock after the holder's Unlock, with a silent master: %v", err)
+	}
+}
