@@ -37,8 +37,9 @@ var (
 	// process.
 	ErrUpgrade = errors.New("dlock: write lock requested under a read lease of the same name (upgrade)")
 	// ErrUnsupported: the driver does not offer the operation (for example
-	// Inspect on a driver without operator functions).
-	ErrUnsupported = errors.New("dlock: not supported by this driver")
+	// Inspect on a driver without operator functions, or the fair lock on
+	// one without a queue). It matches errors.ErrUnsupported too.
+	ErrUnsupported = fmt.Errorf("dlock: not supported by this driver (%w)", errors.ErrUnsupported)
 	// ErrInvalidArgument is matched by every input-validation error. It is
 	// the same value as driver.ErrInvalid, which drivers return.
 	ErrInvalidArgument = driver.ErrInvalid

@@ -107,6 +107,11 @@ func TestFairLockUnsupported(t *testing.T) {
 	if _, err := c.TryLock(context.Background(), "k", dlock.WithFIFO()); !errors.Is(err, dlock.ErrUnsupported) {
 		t.Fatalf("TryLock WithFIFO on a driver without queues: %v, want ErrUnsupported", err)
 	}
+	// The standard library's sentinel too, as the driver package's doc
+	// says: callers need not know dlock's.
+	if _, err := c.RWMutex("rw").RLock(context.Background()); !errors.Is(err, dlock.ErrUnsupported) || !errors.Is(err, errors.ErrUnsupported) {
+		t.Fatalf("RLock on a driver without queues: %v, want dlock.ErrUnsupported and errors.ErrUnsupported", err)
+	}
 	outer, err := c.Lock(context.Background(), "k")
 	if err != nil {
 		t.Fatal(err)
