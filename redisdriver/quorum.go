@@ -156,7 +156,10 @@ func NewQuorum(clients []redis.UniversalClient, opts ...QuorumOption) (*Quorum, 
 		if err != nil {
 			return nil, fmt.Errorf("master %d: %w", i, err)
 		}
-		q.members = append(q.members, newMember(d))
+		q.members = append(q.members, newMember(d, i))
+	}
+	for _, m := range q.members {
+		m.peers = q.members
 	}
 	return q, nil
 }

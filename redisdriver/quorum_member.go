@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/dlockio/dlock/driver"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -21,7 +22,9 @@ import (
 // connections, so the restart time is read again (INFO server: run_id,
 // uptime_in_seconds) before the first vote after any new connection.
 type member struct {
-	d *Driver
+	d     *Driver
+	index int       // in the Quorum's list, for messages
+	peers []*member // every member of the Quorum, this one included
 	// dials counts the connections the client made; checked is its value
 	// when the restart time was last read.
 	dials   atomic.Uint64
@@ -32,8 +35,8 @@ type member struct {
 	upSince time.Time // the latest the server can have started, by our clock
 }
 
-func newMember(d *Driver) *member {
-	m := &member{d: d}
+func newMember(d *Driver, index int) *member {
+	m := &member{d: d, index: index}
 	d.rdb.AddHook(dialCounter{&m.dials})
 	return m
 }
@@ -119,12 +122,35 @@ func (m *member) readRestart(ctx context.Context) (time.Time, uint64, error) {
 	}
 	upSince := time.Now().Add(-time.Duration(uptime) * time.Second)
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	if m.known && m.runID == runID && m.upSince.Before(upSince) {
 		upSince = m.upSince // same run: keep the earlier reading, as exact
 	}
 	m.known, m.checked, m.runID, m.upSince = true, dials, runID, upSince
+	m.mu.Unlock()
+	if err := m.sameServerAs(runID); err != nil {
+		return time.Time{}, 0, err
+	}
 	return upSince, dials, nil
+}
+
+// sameServerAs refuses a master whose server another member reaches too
+// (two URLs of one server, such as localhost and 127.0.0.1): it would vote
+// twice, and a single server would make a majority of three. Called
+// without m.mu held.
+func (m *member) sameServerAs(runID string) error {
+	for _, o := range m.peers {
+		if o == m {
+			continue
+		}
+		o.mu.Lock()
+		same := o.known && o.runID == runID
+		o.mu.Unlock()
+		if same {
+			return fmt.Errorf("%w: masters %d and %d of a quorum are one server (run id %s): it would vote twice",
+				driver.ErrInvalid, min(m.index, o.index), max(m.index, o.index), runID)
+		}
+	}
+	return nil
 }
 
 // parseServerInfo takes run_id and uptime_in_seconds from INFO server.

@@ -643,3 +643,23 @@ func TestQuorumWaitWithSilentMaster(t *testing.T) {
 		t.Errorf("waiter's Lock after the holder's Unlock, with a silent master: %v", err)
 	}
 }
+
+// One server reached through two URLs (localhost and 127.0.0.1) would vote
+// twice, and with one other master make a majority of three on its own:
+// the quorum refuses it with ErrInvalidArgument instead of granting.
+func TestQuorumRefusesOneServerTwice(t *testing.T) {
+	srvs := startMasters(t, 2)
+	waitUptime(t, srvs, 1)
+	port := srvs[0].Addr()[strings.LastIndex(srvs[0].Addr(), ":"):]
+	urls := []string{"redis://" + srvs[0].Addr(), "redis://" + srvs[1].Addr(), "redis://localhost" + port}
+	c, err := OpenQuorum(urls, dlock.WithDefaultTTL(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := c.TryLock(ctx, "k"); !errors.Is(err, dlock.ErrInvalidArgument) || !strings.Contains(err.Error(), "one server") {
+		t.Fatalf("TryLock on a quorum that names one server twice: %v, want ErrInvalidArgument", err)
+	}
+}
