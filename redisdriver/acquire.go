@@ -23,7 +23,7 @@ func (d *Driver) Acquire(ctx context.Context, req driver.AcquireRequest) (driver
 // acquire is Acquire with a floor for the token issued (0 for none): a
 // quorum proposes one so that its masters issue the same token
 // (quorum.go). The floor goes to acquire.lua as a fifth argument only when
-// set, so the single Driver's request is unchanged.
+// set or when a sixth follows, so the single Driver's request is unchanged.
 func (d *Driver) acquire(ctx context.Context, req driver.AcquireRequest, floor uint64) (driver.AcquireResult, error) {
 	if err := checkID(req.ID); err != nil {
 		return driver.AcquireResult{}, err
@@ -37,8 +37,11 @@ func (d *Driver) acquire(ctx context.Context, req driver.AcquireRequest, floor u
 	}
 	lock, last := d.lockAndLast(req.Key)
 	args := []any{idPrefix(req.ID), req.TTL.Milliseconds(), d.valueRest(time.Now(), req.Owner), waiting}
-	if floor != 0 {
+	if floor != 0 || d.ack != nil {
 		args = append(args, strconv.FormatUint(floor, 10))
+	}
+	if d.ack != nil {
+		args = append(args, "1") // a retry writes its lock again, for the WAIT (acquire.lua)
 	}
 	reply, err := d.run(ctx, acquireScript, []string{lock, last, lock + queueSuffix}, args...).Result()
 	if err != nil {

@@ -7,7 +7,9 @@
 -- waits for the release channel: note_waiting in lib.lua)
 -- ARGV[5], optional: a floor for the token, as digits without a leading
 -- zero below MAX_TOKEN (checked by the driver): a quorum's proposal, so
--- that its masters issue the same token (quorum.go)
+-- that its masters issue the same token (quorum.go); "0" for none
+-- ARGV[6], optional: '1' when the caller sends WAIT after the call
+-- (WithReplicaAck): a retry that finds its own lock writes it again
 -- Returns the token, as a string of digits, when acquired; the holder's
 -- PTTL, an integer, when busy (TTL_UNKNOWN when not asked for). One scalar
 -- reply, and no number formatted in the common case: a table reply and
@@ -17,8 +19,17 @@
 local v, last, queued = unpack(redis.call('MGET', KEYS[1], KEYS[2], KEYS[3]))
 if owns(v, ARGV[1]) then
   -- Our own lock: an earlier try of this same request took it and its
-  -- reply was lost (go-redis resends such a command). Same token.
+  -- reply was lost (go-redis resends such a command). Same token. With
+  -- ARGV[6] (WithReplicaAck) the value is written again, with the TTL from
+  -- this try: go-redis may send the try again on another connection, and
+  -- the WAIT after it counts the writes of that connection only, so
+  -- without a write here it would confirm a lock the replicas never
+  -- received. Without it nothing is written, so that the answer needs no
+  -- memory (a retry under maxmemory still learns it holds the lock).
   local tok = token_of(v, KEYS[1])
+  if ARGV[6] == '1' then
+    redis.call('SET', KEYS[1], v, 'PX', ARGV[2])
+  end
   return tok
 end
 if v then

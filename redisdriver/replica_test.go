@@ -230,3 +230,40 @@ func eventuallyFree(t *testing.T, rdb *redis.Client, name string) {
 		time.Sleep(10 * time.Millisecond) // polling interval, not a synchronisation
 	}
 }
+
+// An acquisition sent again after its reply was lost (go-redis resends it
+// on another connection when the first one broke) finds its own lock and
+// answers it again; with WithReplicaAck it writes it again. WAIT counts the
+// writes of the connection it follows, up to its last one: on a pooled
+// connection opened before the first try, a try again that wrote nothing
+// would have WAIT confirm at once a lock the replicas never received. The
+// write shows as the lock's TTL counted again from the try again. Before,
+// the try again wrote nothing. (Without WithReplicaAck it still writes
+// nothing: see TestOutOfMemoryAnswersAsScriptsDo.)
+func TestRetriedAcquisitionIsWrittenAgain(t *testing.T) {
+	dep := redisserver.StartSentinel(t)
+	ctx := ctxTimeout(t, 30*time.Second)
+	master := dep.Master.Client(t)
+	d, err := redisdriver.New(master, redisdriver.WithReplicaAck(1, time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := driver.AcquireRequest{Key: "retried", ID: "0123456789abcdef0123456789abcdef", TTL: 30 * time.Second}
+	first, err := d.Acquire(ctx, req)
+	if err != nil || !first.Acquired {
+		t.Fatalf("first try: %+v, %v", first, err)
+	}
+	// Shorten the lock's TTL in the store: a write of the try again
+	// counts it from the try again, 30 s.
+	key := redisdriver.DefaultPrefix + "{retried}"
+	if ok, err := master.PExpire(ctx, key, 10*time.Second).Result(); err != nil || !ok {
+		t.Fatalf("PEXPIRE %s: %v, %v", key, ok, err)
+	}
+	again, err := d.Acquire(ctx, req)
+	if err != nil || !again.Acquired || again.Token != first.Token {
+		t.Fatalf("the try again: %+v, %v; want the first try's lock, token %d", again, err, first.Token)
+	}
+	if ttl := master.PTTL(ctx, key).Val(); ttl <= 10*time.Second {
+		t.Fatalf("the lock's TTL after the try again is %v: it wrote nothing, so a WAIT after it would not wait for the lock to reach a replica", ttl)
+	}
+}
