@@ -439,7 +439,7 @@ func (l *commandLog) take() []string {
 }
 
 // An uncontended Lock and Unlock on a quorum is one acquisition and one
-// release on each master, and no restart check once connected. (A token
+// release on each master, and no restart check but after a new connection. (A token
 // write-back may come on top, when a master's clock passed the proposal
 // before the request reached it: a loaded machine.)
 func TestQuorumRequestsPerCycle(t *testing.T) {
@@ -472,8 +472,10 @@ func TestQuorumRequestsPerCycle(t *testing.T) {
 		for _, cmd := range l.take() {
 			count[cmd]++
 		}
-		if count["acquire"] != cycles || count["release"] != cycles || count["info"] != 0 {
-			t.Errorf("master %d: %v for %d cycles, want %d acquisitions, %d releases, no INFO", i, count, cycles, cycles, cycles)
+		// A restart check (INFO) follows only a new connection (HELLO),
+		// which a loaded machine may make go-redis open meanwhile.
+		if count["acquire"] != cycles || count["release"] != cycles || count["info"] > count["hello"] {
+			t.Errorf("master %d: %v for %d cycles, want %d acquisitions, %d releases, no INFO but after a new connection", i, count, cycles, cycles, cycles)
 		}
 	}
 }
