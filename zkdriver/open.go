@@ -94,6 +94,14 @@ type sessionLog struct {
 	log     *slog.Logger
 	mu      sync.Mutex
 	granted time.Duration
+	// learned is closed once granted is known: the line comes just after
+	// the client announces the session (StateHasSession), not before it.
+	learned chan struct{}
+	once    sync.Once
+}
+
+func newSessionLog(log *slog.Logger) *sessionLog {
+	return &sessionLog{log: log, learned: make(chan struct{})}
 }
 
 func (l *sessionLog) Printf(format string, args ...any) {
@@ -103,6 +111,7 @@ func (l *sessionLog) Printf(format string, args ...any) {
 			l.mu.Lock()
 			l.granted = time.Duration(ms) * time.Millisecond
 			l.mu.Unlock()
+			l.once.Do(func() { close(l.learned) })
 		}
 	}
 	l.log.Debug("zookeeper client", "msg", msg)
@@ -117,33 +126,20 @@ func (l *sessionLog) timeout() time.Duration {
 // connect dials addrs and waits for a session; it returns the session
 // timeout the servers granted.
 func connect(ctx context.Context, addrs []string, timeout time.Duration, log *slog.Logger) (*zk.Conn, time.Duration, error) {
-	sl := &sessionLog{log: log}
-	ready := make(chan struct{})
-	var once sync.Once
-	conn, _, err := zk.Connect(addrs, timeout, zk.WithLogger(sl), zk.WithEventCallback(func(ev zk.Event) {
-		if ev.Type == zk.EventSession && ev.State == zk.StateHasSession {
-			once.Do(func() { close(ready) })
-		}
-	}))
+	sl := newSessionLog(log)
+	conn, _, err := zk.Connect(addrs, timeout, zk.WithLogger(sl))
 	if err != nil {
 		return nil, 0, fmt.Errorf("%w: ZooKeeper %s: %w", dlock.ErrBackend, strings.Join(addrs, ","), err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, DefaultConnectTimeout)
 	defer cancel()
+	// The session is there once its granted timeout is known: the
+	// handshake's line (see sessionLog).
 	select {
-	case <-ready:
+	case <-sl.learned:
 	case <-ctx.Done():
 		conn.Close()
 		return nil, 0, fmt.Errorf("%w: ZooKeeper %s: no session: %w", dlock.ErrBackend, strings.Join(addrs, ","), ctx.Err())
 	}
-	granted := sl.timeout()
-	if granted <= 0 {
-		// Assuming the timeout asked for could put every lease's deadline
-		// after the servers' expiry of the session (they grant less than
-		// asked above their maxSessionTimeout): refuse rather than guess.
-		conn.Close()
-		return nil, 0, fmt.Errorf("%w: ZooKeeper %s: the session timeout the servers granted is unknown (the client did not log its handshake); use New with WithSessionTimeout",
-			dlock.ErrBackend, strings.Join(addrs, ","))
-	}
-	return conn, granted, nil
+	return conn, sl.timeout(), nil
 }

@@ -74,15 +74,23 @@ func TestOpenNoServer(t *testing.T) {
 }
 
 // The granted session timeout comes from go-zookeeper's handshake line,
-// in the form of the pinned version; any other line leaves it unknown,
-// which connect refuses rather than guess.
+// in the form of the pinned version; until that line, it is unknown, and
+// connect waits for it (never assuming the timeout it asked for, which the
+// servers may have cut).
 func TestSessionLogReadsTheGrantedTimeout(t *testing.T) {
-	l := &sessionLog{log: slog.New(slog.DiscardHandler)}
+	l := newSessionLog(slog.New(slog.DiscardHandler))
 	l.Printf("connected to %s", "127.0.0.1:2181")
-	if got := l.timeout(); got != 0 {
-		t.Fatalf("timeout %v before the handshake line, want 0 (unknown)", got)
+	select {
+	case <-l.learned:
+		t.Fatalf("learned a timeout (%v) before the handshake line", l.timeout())
+	default:
 	}
 	l.Printf("authenticated: id=%d, timeout=%d", int64(72057), int32(4000))
+	select {
+	case <-l.learned:
+	default:
+		t.Fatal("not learned after the handshake line")
+	}
 	if got := l.timeout(); got != 4*time.Second {
 		t.Fatalf("timeout %v after the handshake line, want 4s", got)
 	}
