@@ -33,6 +33,9 @@ type member struct {
 	known   bool
 	runID   string
 	upSince time.Time // the latest the server can have started, by our clock
+	// dup is set for good once another member is found to reach the same
+	// server (sameServerAs): such a member never votes again.
+	dup error
 }
 
 func newMember(d *Driver, index int) *member {
@@ -77,8 +80,11 @@ func (m *member) votes(ctx context.Context, delay time.Duration) (ok bool, dials
 	m.mu.Lock()
 	dials = m.dials.Load()
 	fresh := m.known && m.checked == dials
-	upSince := m.upSince
+	upSince, dup := m.upSince, m.dup
 	m.mu.Unlock()
+	if dup != nil {
+		return false, 0, dup
+	}
 	if !fresh {
 		if upSince, dials, err = m.readRestart(ctx); err != nil {
 			return false, 0, err
@@ -146,8 +152,14 @@ func (m *member) sameServerAs(runID string) error {
 		same := o.known && o.runID == runID
 		o.mu.Unlock()
 		if same {
-			return fmt.Errorf("%w: masters %d and %d of a quorum are one server (run id %s): it would vote twice",
+			err := fmt.Errorf("%w: masters %d and %d of a quorum are one server (run id %s): it would vote twice",
 				driver.ErrInvalid, min(m.index, o.index), max(m.index, o.index), runID)
+			for _, x := range []*member{m, o} {
+				x.mu.Lock()
+				x.dup = err
+				x.mu.Unlock()
+			}
+			return err
 		}
 	}
 	return nil

@@ -101,6 +101,16 @@ func (q *Quorum) acquireOnce(ctx context.Context, req driver.AcquireRequest) (re
 		return vote{res: r}, err
 	}, q.voteDecided, lv.add)
 	if err := invalid(votes); err != nil {
+		// What others granted is not left held by nobody.
+		var granted []int
+		for _, v := range votes {
+			if v.err == nil && v.v.res.Acquired {
+				granted = append(granted, v.i)
+			}
+		}
+		if len(granted) > 0 {
+			q.releaseInBackground(req, granted)
+		}
 		return driver.AcquireResult{}, false, err
 	}
 	var yes, answered, outGranted []int
