@@ -134,7 +134,12 @@ func (r *releaser) takeDue() time.Duration {
 	var next time.Duration
 	kept := r.waiting[:0]
 	for _, req := range r.waiting {
-		rt := r.retried[req]
+		rt, ok := r.retried[req]
+		if !ok {
+			// Forgotten meanwhile: a queued copy was sent, or dropped
+			// from a full queue (add). Nothing to try again.
+			continue
+		}
 		if wait := rt.next.Sub(now); wait > 0 && !r.closing {
 			kept = append(kept, req)
 			if next == 0 || wait < next {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dlockio/dlock/driver"
 	"github.com/dlockio/dlock/memdriver"
 )
 
@@ -147,5 +148,22 @@ func TestFailedUnlockRetriesStopAtTheTTL(t *testing.T) {
 	time.Sleep(2 * releaseRetryMax) // long enough for two more retries, were they made
 	if n := calls.Load(); n != after {
 		t.Fatalf("%d release calls after the TTL had passed, then %d: the retries go on", after, n)
+	}
+}
+
+// A retried release waiting for its next try whose record is gone (a
+// queued copy of it was sent meanwhile, or dropped from a full queue) is
+// forgotten, not tried: before, takeDue read the missing record and the
+// releaser's goroutine panicked.
+func TestTakeDueForgetsAReleaseNoLongerRetried(t *testing.T) {
+	e := newTestEngine(t, memdriver.New())
+	r := e.releaser
+	r.mu.Lock()
+	r.waiting = append(r.waiting, driver.ReleaseRequest{Key: "gone", ID: "id"})
+	next := r.takeDue()
+	left, queued := len(r.waiting), len(r.queue)
+	r.mu.Unlock()
+	if next != 0 || left != 0 || queued != 0 {
+		t.Fatalf("after takeDue: next try in %v, %d waiting, %d queued; want it forgotten", next, left, queued)
 	}
 }
