@@ -80,8 +80,10 @@ func WithPrefix(prefix string) Option {
 
 // WithSessionTimeout tells New the session timeout the servers granted
 // conn (go-zookeeper does not expose it): no lease may have a TTL above
-// two thirds of it (see MaxTTL). Default DefaultSessionTimeout. Open
-// learns it from the handshake.
+// two thirds of it (see MaxTTL). New requires it: a timeout assumed
+// longer than granted would let the servers expire the session, and free
+// its locks, while their leases still count. Open learns it from the
+// handshake.
 func WithSessionTimeout(timeout time.Duration) Option {
 	return func(d *Driver) error {
 		if timeout <= 0 {
@@ -105,23 +107,25 @@ func zkPathOK(p string) error {
 }
 
 // New makes a Driver on conn, a connection the caller keeps and closes
-// after the Driver.
+// after the Driver. WithSessionTimeout is required.
 func New(conn *zk.Conn, opts ...Option) (*Driver, error) {
 	if conn == nil {
 		return nil, fmt.Errorf("%w: nil ZooKeeper connection", driver.ErrInvalid)
 	}
 	d := &Driver{
-		conn:           conn,
-		prefix:         DefaultPrefix,
-		sessionTimeout: DefaultSessionTimeout,
-		acl:            zk.WorldACL(zk.PermAll),
-		paths:          make(map[string]ownNode),
-		released:       make(map[string]time.Time),
+		conn:     conn,
+		prefix:   DefaultPrefix,
+		acl:      zk.WorldACL(zk.PermAll),
+		paths:    make(map[string]ownNode),
+		released: make(map[string]time.Time),
 	}
 	for _, o := range opts {
 		if err := o(d); err != nil {
 			return nil, err
 		}
+	}
+	if d.sessionTimeout == 0 {
+		return nil, fmt.Errorf("%w: no WithSessionTimeout: New needs the session timeout the servers granted conn", driver.ErrInvalid)
 	}
 	return d, nil
 }

@@ -36,6 +36,11 @@ func TestNewInvalid(t *testing.T) {
 	if _, err := New(conn, WithSessionTimeout(0)); !errors.Is(err, dlock.ErrInvalidArgument) {
 		t.Errorf("WithSessionTimeout(0) = %v", err)
 	}
+	// Without the granted timeout, a default assumed longer than granted
+	// would let leases outlive the session.
+	if _, err := New(conn); !errors.Is(err, dlock.ErrInvalidArgument) {
+		t.Errorf("New without WithSessionTimeout = %v, want ErrInvalidArgument", err)
+	}
 }
 
 // TestOpen: Open learns the session timeout the servers grant, and the
