@@ -74,6 +74,9 @@ func (d *Driver) createOwn(ctx context.Context, parent, kind, id string, data []
 			} else if found {
 				return p, nil
 			} else if err != nil {
+				if err := sleepCtx(ctx, 10*time.Millisecond); err != nil {
+					return "", err
+				}
 				continue
 			}
 		}
@@ -96,8 +99,13 @@ func (d *Driver) createOwn(ctx context.Context, parent, kind, id string, data []
 	}
 }
 
-// findOwn looks for the node of id among parent's children.
+// findOwn looks for the node of id among parent's children. It syncs
+// first: after a lost create reply the client may be on another server,
+// which may not have applied that create yet, and would then hide it.
 func (d *Driver) findOwn(parent, id string) (string, bool, error) {
+	if _, err := d.conn.Sync(parent); err != nil && !errors.Is(err, zk.ErrNoNode) {
+		return "", false, err
+	}
 	names, _, err := d.conn.Children(parent)
 	if errors.Is(err, zk.ErrNoNode) {
 		return "", false, nil
@@ -169,7 +177,10 @@ func (d *Driver) checkAlive(path string, now int64, watch bool) (left time.Durat
 	}
 	nd, err := decodeData(b)
 	if err != nil {
-		return 0, true, ch, nil // not ours to judge: alive until its session ends
+		// Not ours to judge: alive until its session ends. How long is
+		// unknown (-1), so the waiter looks again on the watch or its
+		// fallback, not at once.
+		return -1, true, ch, nil
 	}
 	left = time.Duration(st.Mtime+nd.TTLms-now) * time.Millisecond
 	if left >= 0 {

@@ -124,6 +124,18 @@ func (w *watcher) arm(kw *keyWatch) (<-chan zk.Event, error) {
 	}
 }
 
+// wakes reports whether an event of the watched first node should wake
+// the name's waiters: a deletion, or a watch lost with the session (either
+// way they should look again). A holder's renewal writes its node's data:
+// waking a plain waiter for it would cost a whole attempt every TTL/3.
+func wakes(t zk.EventType) bool {
+	switch t {
+	case zk.EventNodeCreated, zk.EventNodeChildrenChanged, zk.EventNodeDataChanged:
+		return false
+	}
+	return true
+}
+
 // follow waits for kw's watch to fire, announces a deletion of the first
 // node, and watches again, until Remove or Close.
 func (w *watcher) follow(kw *keyWatch, ch <-chan zk.Event) {
@@ -133,9 +145,7 @@ func (w *watcher) follow(kw *keyWatch, ch <-chan zk.Event) {
 		case <-kw.stop:
 			return
 		case ev := <-ch:
-			if ev.Type != zk.EventNodeCreated && ev.Type != zk.EventNodeChildrenChanged {
-				// A deletion, or a watch lost with the session: either
-				// way the waiter should look again.
+			if wakes(ev.Type) {
 				w.notify(kw.key)
 			}
 		}
