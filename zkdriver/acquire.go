@@ -32,12 +32,13 @@ func (d *Driver) Acquire(ctx context.Context, req driver.AcquireRequest) (driver
 	if err != nil {
 		return driver.AcquireResult{}, err
 	}
-	v, err := d.evaluate(parent, own, driver.ModeExclusive, 0, time.Now(), evalOpts{})
+	last := written{answered: time.Now()} // the creation's
+	v, err := d.evaluate(parent, own, driver.ModeExclusive, 0, last, evalOpts{})
 	if err != nil {
 		return driver.AcquireResult{}, err
 	}
 	if v.granted {
-		d.remember(req.ID, ownNode{path: own, key: req.Key, kind: kindExclusive, data: nd, sent: sent, answered: time.Now()})
+		d.remember(req.ID, ownNode{path: own, key: req.Key, kind: kindExclusive, data: nd, sent: sent, last: last})
 		return driver.AcquireResult{Acquired: true, Token: v.token}, nil
 	}
 	if !retry || v.gone {

@@ -214,17 +214,42 @@ func (d *Driver) isClosed() bool {
 // ownNode is a node this driver made for an acquisition, with the data
 // it wrote there.
 type ownNode struct {
-	path string
-	key  string
-	kind string // node kind: kindExclusive, kindShared or a permit kind
-	data nodeData
-	sent time.Time // when the last write that set its TTL was sent
-	// answered is when the answer to the last write of the node came.
-	answered time.Time
-	inbox    string // where its grant is announced, while it waits
+	path  string
+	key   string
+	kind  string // node kind: kindExclusive, kindShared or a permit kind
+	data  nodeData
+	sent  time.Time // when the last write that set its TTL was sent
+	last  written   // the last write of the node this driver saw answered
+	inbox string    // where its grant is announced, while it waits
 	// granted is set once the driver saw the waiter granted.
 	granted bool
 	stop    chan struct{} // ends its grant monitor; nil when none runs
+}
+
+// written is one answered write of an own node: its version and the
+// leader's time stamp (mtime) of that version, and when this client had
+// the answer. Only a stamp and an answer of the same write make a lower
+// bound of the leader's clock (stamp + time since the answer): a stat read
+// later may show a newer write (a renewal in flight) whose answer has not
+// come yet.
+type written struct {
+	version  int32
+	mtime    int64 // ms; 0 for a creation, whose stamp is the node's ctime
+	answered time.Time
+}
+
+// leaderNow is a lower bound of the leader's clock now, in ms, from st, a
+// stat of the node read now: its mtime when st shows the write w is of,
+// else w's own stamp (or, for a creation, the node's ctime).
+func (w written) leaderNow(st *zk.Stat) int64 {
+	stamp := st.Mtime
+	if st.Version != w.version {
+		stamp = w.mtime
+		if w.version == 0 {
+			stamp = st.Ctime
+		}
+	}
+	return stamp + time.Since(w.answered).Milliseconds()
 }
 
 // remember records the node of an acquisition id.

@@ -64,15 +64,15 @@ type verdict struct {
 // that decide: an exclusive node its nearest live predecessor, a shared
 // one the nearest other kind ahead. A node ahead whose TTL passed since
 // its last modification is deleted if it is still at the version read:
-// both times are the leader's clock (mtime), own's last modification
-// moved on by this client's clock since the write's answer (answered).
+// both times are the leader's clock (mtime), own's last answered write
+// moved on by this client's clock since that answer (written.leaderNow).
 // evalOpts are what a caller of evaluate knows or wants besides the node.
 type evalOpts struct {
 	watch bool   // watch the node that blocks own (a waiter's)
 	token uint64 // own's creation zxid, when known (0: read it)
 }
 
-func (d *Driver) evaluate(parent, own string, mode driver.Mode, limit int, answered time.Time, o evalOpts) (verdict, error) {
+func (d *Driver) evaluate(parent, own string, mode driver.Mode, limit int, last written, o evalOpts) (verdict, error) {
 	if o.token != 0 {
 		// A waiter judged again: when nothing ahead can block it, the
 		// children alone decide, without own's stat.
@@ -118,10 +118,10 @@ func (d *Driver) evaluate(parent, own string, mode driver.Mode, limit int, answe
 			}
 		}
 	}
-	// The leader's clock now, at least: own's last modification, plus
-	// the time since its answer came back (less than since the leader
-	// stamped it), so an expiry is never judged early.
-	now := sr.st.Mtime + time.Since(answered).Milliseconds()
+	// The leader's clock now, at least: own's last answered write's
+	// stamp, plus the time since its answer came back (less than since
+	// the leader stamped it), so an expiry is never judged early.
+	now := last.leaderNow(sr.st)
 	var err error
 	if mode == driver.ModePermit {
 		err = d.judgePermit(parent, ahead, now, limit, &v)

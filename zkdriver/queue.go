@@ -62,21 +62,24 @@ func (d *Driver) enqueueOnce(ctx context.Context, req driver.QueueRequest) (driv
 	if err != nil {
 		return driver.QueueResult{}, false, err
 	}
+	var last written // the creation's, unless extended below
 	if existed {
 		// A retry, or a waiter asking about its grant: the TTL counts
 		// from now, the rest of the node stays.
 		nd = old.data
 		nd.TTLms = req.TTL.Milliseconds()
-		if _, err := d.conn.Set(own, nd.encode(), -1); err != nil {
+		st, err := d.conn.Set(own, nd.encode(), -1)
+		if err != nil {
 			if errors.Is(err, zk.ErrNoNode) {
 				d.forget(req.ID, false)
 				return driver.QueueResult{}, true, nil // expired or broken: ask anew
 			}
 			return driver.QueueResult{}, false, fmt.Errorf("zkdriver: extend %s: %w", own, err)
 		}
+		last = written{version: st.Version, mtime: st.Mtime}
 	}
-	answered := time.Now()
-	v, err := d.evaluate(parent, own, req.Mode, req.Limit, answered, evalOpts{watch: req.Wait})
+	last.answered = time.Now()
+	v, err := d.evaluate(parent, own, req.Mode, req.Limit, last, evalOpts{watch: req.Wait})
 	if err != nil {
 		return driver.QueueResult{}, false, err
 	}
@@ -90,7 +93,7 @@ func (d *Driver) enqueueOnce(ctx context.Context, req driver.QueueRequest) (driv
 			return driver.QueueResult{}, false, err
 		}
 	}
-	n := ownNode{path: own, key: req.Key, kind: kind, data: nd, sent: sent, answered: answered, inbox: req.Inbox, granted: v.granted}
+	n := ownNode{path: own, key: req.Key, kind: kind, data: nd, sent: sent, last: last, inbox: req.Inbox, granted: v.granted}
 	switch {
 	case v.granted:
 		d.remember(req.ID, n)
@@ -181,7 +184,7 @@ func (d *Driver) monitor(id string, n ownNode, first verdict) {
 			return
 		}
 		if cur, ok := d.nodeOf(id); ok {
-			n.answered = cur.answered
+			n.last = cur.last
 		}
 		v, err = d.judgeAgain(parent, n, mode, limit, token)
 		switch {
@@ -206,7 +209,7 @@ func (d *Driver) judgeAgain(parent string, n ownNode, mode driver.Mode, limit in
 			return verdict{}, err
 		}
 	}
-	v, err := d.evaluate(parent, n.path, mode, limit, n.answered, evalOpts{watch: true, token: token})
+	v, err := d.evaluate(parent, n.path, mode, limit, n.last, evalOpts{watch: true, token: token})
 	if v.watchChildren {
 		v.watchCh = ch
 	}

@@ -162,11 +162,15 @@ func (d *Driver) Renew(ctx context.Context, reqs []driver.RenewRequest) ([]bool,
 		}
 		if err == nil {
 			answered := time.Now()
-			for _, i := range idx {
+			for j, i := range idx {
 				held[i] = true
 				ttl := reqs[i].TTL
+				last := written{answered: answered}
+				if st := res[j].Stat; st != nil {
+					last.version, last.mtime = st.Version, st.Mtime
+				}
 				d.update(reqs[i].ID, func(n *ownNode) {
-					n.sent, n.answered, n.data.TTLms = sent, answered, ttl.Milliseconds()
+					n.sent, n.last, n.data.TTLms = sent, last, ttl.Milliseconds()
 				})
 			}
 			return held, nil
