@@ -214,13 +214,17 @@ func (d *Driver) isClosed() bool {
 // ownNode is a node this driver made for an acquisition, with the data
 // it wrote there.
 type ownNode struct {
-	path  string
-	key   string
-	kind  string // node kind: kindExclusive, kindShared or a permit kind
-	data  nodeData
-	sent  time.Time // when the last write that set its TTL was sent
-	last  written   // the last write of the node this driver saw answered
-	inbox string    // where its grant is announced, while it waits
+	path string
+	key  string
+	kind string // node kind: kindExclusive, kindShared or a permit kind
+	data nodeData
+	sent time.Time // when the last write that set its TTL was sent
+	last written   // the last write of the node this driver saw answered
+	// deleteSent is set when a delete of the node went out and its answer
+	// was lost with the connection: a retry that finds the node gone
+	// answers that it was released (Release).
+	deleteSent bool
+	inbox      string // where its grant is announced, while it waits
 	// granted is set once the driver saw the waiter granted.
 	granted bool
 	stop    chan struct{} // ends its grant monitor; nil when none runs

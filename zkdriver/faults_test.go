@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/dlockio/dlock"
+	"github.com/dlockio/dlock/driver"
 	"github.com/dlockio/dlock/internal/testkit/redisserver"
 	"github.com/dlockio/dlock/zkdriver/internal/zkserver"
 	"github.com/go-zookeeper/zk"
@@ -289,4 +290,50 @@ func liveGrants(t *testing.T, grants <-chan waitGrant, prev uint64) []string {
 		order = append(order, g.who)
 	}
 	return order
+}
+
+// TestLostDeleteReply: a release whose delete was applied but whose reply
+// was lost with the connection is answered AlreadyReleased when retried
+// (a retried Unlock returns nil), not NotHeld as a lost lease would be.
+func TestLostDeleteReply(t *testing.T) {
+	n := zkserver.Shared(t)
+	proxy := redisserver.NewProxy(t, n.Addr())
+	conn, granted := dial(t, proxy.Addr(), testSession)
+	d, err := New(conn, WithPrefix("/lostdelete"), WithSessionTimeout(granted))
+	if err != nil {
+		t.Fatal(err)
+	}
+	look, _ := dial(t, n.Addr(), testSession)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req := acquireReq("k", newTestID(), d.MaxTTL())
+	if res, err := d.Acquire(ctx, req); err != nil || !res.Acquired {
+		t.Fatalf("Acquire: %+v, %v", res, err)
+	}
+	rel := []driver.ReleaseRequest{{Key: "k", ID: req.ID}}
+	proxy.SetLatency(time.Hour) // replies are held back; requests go through
+	done := make(chan error, 1)
+	go func() {
+		_, err := d.Release(ctx, rel)
+		done <- err
+	}()
+	for { // until the server has applied the delete
+		names, _, err := look.Children(d.nameNode("k"))
+		if err == nil && len(names) == 0 {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatal("the delete never reached the server")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	proxy.SetLatency(0)
+	proxy.CloseAll() // the delete's reply is lost with the connection
+	if err := <-done; err == nil {
+		t.Fatal("the release whose reply was lost answered no error")
+	}
+	res, err := d.Release(ctx, rel)
+	if err != nil || len(res) != 1 || res[0] != driver.AlreadyReleased {
+		t.Fatalf("the release retried: %v, %v; want AlreadyReleased", res, err)
+	}
 }

@@ -105,10 +105,19 @@ func (d *Driver) releaseOne(r driver.ReleaseRequest) (driver.ReleaseResult, erro
 	case err == nil:
 		d.forget(r.ID, true)
 		return driver.Released, nil
+	case errors.Is(err, zk.ErrNoNode) && ok && n.deleteSent:
+		// An earlier delete whose answer was lost: it was applied (or the
+		// node expired after the Unlock that sent it, when no one could
+		// believe it held any more). A retried Unlock answers nil.
+		d.forget(r.ID, true)
+		return driver.AlreadyReleased, nil
 	case errors.Is(err, zk.ErrNoNode):
 		d.forget(r.ID, false)
 		return driver.NotHeld, nil
 	default:
+		if isConnLoss(err) {
+			d.update(r.ID, func(n *ownNode) { n.deleteSent = true })
+		}
 		return 0, fmt.Errorf("zkdriver: release %q: %w", r.Key, err)
 	}
 }
