@@ -1,7 +1,10 @@
 -- Take several locks at once, all or none, and issue each its next
 -- fencing token. All keys are in one Cluster slot (the driver checks).
 -- KEYS[2i-1] lock i, KEYS[2i] its last released lock
--- ARGV[1] '1' when the caller will wait and needs the busy holder's PTTL;
+-- ARGV[1] '1' when the caller will wait and needs the busy holder's PTTL,
+-- else '0'; followed by 'a' when the caller sends WAIT after the call
+-- (WithReplicaAck: a retry that finds its own locks writes them again, as
+-- in acquire.lua);
 -- for lock i: ARGV[3i-1] id prefix ("<id>" SEP), ARGV[3i] ttl ms,
 -- ARGV[3i+1] the rest of the value (SEP "<since ms>" SEP "<owner JSON>")
 -- Returns, when acquired, the tokens in order, separated by spaces (one
@@ -10,6 +13,7 @@
 -- (Counted from ARGV: in a Cluster, KEYS goes on with the other keys the
 -- call may touch, which the driver names so that the node can check them.)
 local n = (#ARGV - 1) / 3
+local waiting, rewrite = string.sub(ARGV[1], 1, 1) == '1', string.sub(ARGV[1], 2, 2) == 'a'
 -- With the locks and their last releases, the same MGET reads the queue
 -- markers (queue_lib.lua): a name with queued leases (fair waiters,
 -- readers, permits) is not free, as in acquire.lua.
@@ -43,7 +47,7 @@ for i = 1, n do
       end
     end
     local pttl = __TTL_UNKNOWN__
-    if ARGV[1] == '1' and not byQueue then
+    if waiting and not byQueue then
       pttl = note_waiting(KEYS[2 * i - 1], redis.call('PTTL', KEYS[2 * i - 1]), ARGV[3 * i])
     end
     return {i, pttl}
@@ -59,8 +63,12 @@ local toks = {}
 for i = 1, n do
   local v, last = vals[2 * i - 1], vals[2 * i]
   if v then
-    -- Ours: an earlier try of this same request took it. Same token.
+    -- Ours: an earlier try of this same request took it. Same token;
+    -- written again for the WAIT after it (see acquire.lua).
     toks[i] = (token_of(v, KEYS[2 * i - 1]))
+    if rewrite then
+      redis.call('SET', KEYS[2 * i - 1], v, 'PX', ARGV[3 * i])
+    end
   else
     local tok = now
     if last then

@@ -54,6 +54,9 @@ func (d *Driver) AcquireAll(ctx context.Context, reqs []driver.AcquireRequest) (
 	if reqs[0].Waiting {
 		args[0] = "1"
 	}
+	if d.ack != nil {
+		args[0] = args[0].(string) + "a" // a retry writes its locks again, for the WAIT (acquire_all.lua)
+	}
 	now := time.Now()
 	for _, r := range reqs {
 		keys = append(keys, d.lockKey(r.Key), d.lastKey(r.Key))

@@ -266,4 +266,23 @@ func TestRetriedAcquisitionIsWrittenAgain(t *testing.T) {
 	if ttl := master.PTTL(ctx, key).Val(); ttl <= 10*time.Second {
 		t.Fatalf("the lock's TTL after the try again is %v: it wrote nothing, so a WAIT after it would not wait for the lock to reach a replica", ttl)
 	}
+
+	// LockAll's call the same.
+	all := []driver.AcquireRequest{
+		{Key: "{set}a", ID: "1123456789abcdef0123456789abcdef", TTL: 30 * time.Second},
+		{Key: "{set}b", ID: "2123456789abcdef0123456789abcdef", TTL: 30 * time.Second},
+	}
+	if res, err := d.AcquireAll(ctx, all); err != nil || !res.Acquired {
+		t.Fatalf("AcquireAll: %+v, %v", res, err)
+	}
+	keyA := redisdriver.DefaultPrefix + "{{set}a}"
+	if ok, err := master.PExpire(ctx, keyA, 10*time.Second).Result(); err != nil || !ok {
+		t.Fatalf("PEXPIRE %s: %v, %v", keyA, ok, err)
+	}
+	if res, err := d.AcquireAll(ctx, all); err != nil || !res.Acquired {
+		t.Fatalf("AcquireAll again: %+v, %v", res, err)
+	}
+	if ttl := master.PTTL(ctx, keyA).Val(); ttl <= 10*time.Second {
+		t.Fatalf("a lock's TTL after LockAll's try again is %v: it wrote nothing", ttl)
+	}
 }
