@@ -20,6 +20,14 @@ func (q *Quorum) Renew(ctx context.Context, reqs []driver.RenewRequest) ([]bool,
 	if len(reqs) == 0 {
 		return nil, nil
 	}
+	// A grant of a lease's acquisition that is being released in the
+	// background (a late one, or a restarted master's) must not confirm a
+	// renewal: it is gone a moment later. Free when nothing is under way.
+	for _, r := range reqs {
+		if _, err := q.settling(ctx, r.ID); err != nil {
+			return nil, err
+		}
+	}
 	answers := fanOut(ctx, q, q.all(), q.callTimeout(ctx), func(ctx context.Context, m *member) ([]bool, error) {
 		return m.d.Renew(ctx, reqs)
 	}, q.renewDecided(len(reqs)), nil)

@@ -47,15 +47,25 @@ func (q *Quorum) Acquire(ctx context.Context, req driver.AcquireRequest) (driver
 	if err := checkTTL(req.TTL); err != nil {
 		return driver.AcquireResult{}, err
 	}
+	var last driver.AcquireResult
 	for attempt := 0; ; attempt++ {
-		if err := q.settling(ctx, req.ID); err != nil {
+		failed, err := q.settling(ctx, req.ID)
+		if err != nil {
 			return driver.AcquireResult{}, err
+		}
+		if failed {
+			// A release of an earlier try's grants went unanswered: it
+			// may still delete them, so they must not count as this
+			// try's votes. Not acquired; the caller tries again (a
+			// Client's Lock with another ID).
+			return last, nil
 		}
 		start := time.Now()
 		res, split, err := q.acquireOnce(ctx, req)
 		if err != nil || res.Acquired || !split || attempt == splitVoteRetries {
 			return res, err
 		}
+		last = res
 		// Rivals took a minority each and are releasing it: try again at a
 		// random moment within a few votes' time so they do not meet again.
 		pause := rand.N(4*time.Since(start) + time.Millisecond)
@@ -324,7 +334,9 @@ func (q *Quorum) releaseInBackground(req driver.AcquireRequest, idx []int) {
 			wg.Go(func() {
 				ctx, cancel := context.WithTimeout(context.Background(), q.cfg.voteTimeout)
 				defer cancel()
-				_, _ = q.members[i].d.Release(ctx, rel)
+				if _, err := q.members[i].d.Release(ctx, rel); err != nil {
+					q.releaseFailed(req.ID)
+				}
 			})
 		}
 		wg.Wait()
@@ -337,6 +349,9 @@ type unsettledID struct {
 	n        int
 	done     chan struct{} // closed when n is back to 0
 	released bool          // a Release of the ID was sent meanwhile
+	// failed is set when a background release of the ID's grants got no
+	// answer or an error: it may still be applied later (settling).
+	failed bool
 }
 
 // unsettled marks id as having a call under way until the returned func is
@@ -390,19 +405,32 @@ func (q *Quorum) wasReleased(id string) bool {
 	return p != nil && p.released
 }
 
+// releaseFailed notes that a background release of id's grants failed
+// (releaseInBackground, which holds id unsettled meanwhile).
+func (q *Quorum) releaseFailed(id string) {
+	q.pendingMu.Lock()
+	defer q.pendingMu.Unlock()
+	if p := q.pending[id]; p != nil {
+		p.failed = true
+	}
+}
+
 // settling waits until nothing of id is under way (unsettled), or ctx
-// ends.
-func (q *Quorum) settling(ctx context.Context, id string) error {
+// ends; failed reports that a background release of its grants failed
+// meanwhile, so that a master may still hold, or later lose, such a grant.
+func (q *Quorum) settling(ctx context.Context, id string) (failed bool, err error) {
 	q.pendingMu.Lock()
 	p := q.pending[id]
 	q.pendingMu.Unlock()
 	if p == nil {
-		return nil
+		return false, nil
 	}
 	select {
 	case <-p.done:
-		return nil
+		q.pendingMu.Lock()
+		defer q.pendingMu.Unlock()
+		return p.failed, nil
 	case <-ctx.Done():
-		return ctx.Err()
+		return false, ctx.Err()
 	}
 }
