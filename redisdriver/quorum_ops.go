@@ -70,16 +70,17 @@ func (q *Quorum) callTimeout(ctx context.Context) time.Duration {
 	return q.cfg.voteTimeout
 }
 
-// renewDecided reports, for fanOut, when a majority confirmed or refused
-// each of n renewals: the other masters' answers cannot change them.
-func (q *Quorum) renewDecided(n int) func([]answer[[]bool]) bool {
-	return func(got []answer[[]bool]) bool {
+// decidedEach returns, for fanOut, whether each of n requests is decided:
+// a majority of the answers said yes to it (is), or a majority said no.
+// The other masters' answers cannot change it then.
+func decidedEach[T any](q *Quorum, n int, is func(T) bool) func([]answer[[]T]) bool {
+	return func(got []answer[[]T]) bool {
 		for k := range n {
 			yes, no := 0, 0
 			for _, a := range got {
 				switch {
 				case a.err != nil:
-				case a.v[k]:
+				case is(a.v[k]):
 					yes++
 				default:
 					no++
@@ -93,28 +94,15 @@ func (q *Quorum) renewDecided(n int) func([]answer[[]bool]) bool {
 	}
 }
 
-// releaseDecided reports, for fanOut, when a majority released or did not
-// hold each of n leases. The masters that answer later release theirs all
-// the same.
+// renewDecided: a majority confirmed or refused each of n renewals.
+func (q *Quorum) renewDecided(n int) func([]answer[[]bool]) bool {
+	return decidedEach(q, n, func(held bool) bool { return held })
+}
+
+// releaseDecided: a majority released or did not hold each of n leases.
+// The masters that answer later release theirs all the same.
 func (q *Quorum) releaseDecided(n int) func([]answer[[]driver.ReleaseResult]) bool {
-	return func(got []answer[[]driver.ReleaseResult]) bool {
-		for k := range n {
-			freed, notHeld := 0, 0
-			for _, a := range got {
-				switch {
-				case a.err != nil:
-				case a.v[k] == driver.NotHeld:
-					notHeld++
-				default:
-					freed++
-				}
-			}
-			if freed < q.majority && notHeld < q.majority {
-				return false
-			}
-		}
-		return true
-	}
+	return decidedEach(q, n, func(r driver.ReleaseResult) bool { return r != driver.NotHeld })
 }
 
 // Release implements driver.Driver: every master releases the leases it
