@@ -37,8 +37,10 @@ func ParseServers(servers string) ([]string, error) {
 		}
 		host, port, err := net.SplitHostPort(a)
 		if err != nil {
-			host, port = a, "2181"
-			if strings.Contains(a, ":") && !strings.HasPrefix(a, "[") {
+			// No port: the default one. An IPv6 address is bracketed,
+			// and JoinHostPort adds the brackets again.
+			host, port = strings.TrimSuffix(strings.TrimPrefix(a, "["), "]"), "2181"
+			if strings.Contains(a, ":") && !(strings.HasPrefix(a, "[") && strings.HasSuffix(a, "]")) {
 				return nil, fmt.Errorf("%w: ZooKeeper server %q: %v", driver.ErrInvalid, a, err)
 			}
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -19,6 +20,16 @@ func TestParseServersInvalid(t *testing.T) {
 		if _, err := Open(s); !errors.Is(err, dlock.ErrInvalidArgument) {
 			t.Errorf("Open(%q) = %v, want ErrInvalidArgument", s, err)
 		}
+	}
+}
+
+// A server without a port gets ZooKeeper's 2181, a bracketed IPv6 address
+// too (it became "[[::1]]:2181" before).
+func TestParseServersDefaultPort(t *testing.T) {
+	got, err := ParseServers("a,b:2182,[::1],[::1]:2183")
+	want := []string{"a:2181", "b:2182", "[::1]:2181", "[::1]:2183"}
+	if err != nil || strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("ParseServers = %q, %v; want %q", got, err, want)
 	}
 }
 
