@@ -159,10 +159,19 @@ func (d *Driver) Renew(ctx context.Context, reqs []driver.RenewRequest) ([]bool,
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		ops := make([]any, len(idx))
-		for j, i := range idx {
-			n, _ := d.nodeOf(reqs[i].ID)
-			ops[j] = &zk.SetDataRequest{Path: n.path, Data: renewData(n, reqs[i].TTL), Version: -1}
+		ops := make([]any, 0, len(idx))
+		live := idx[:0:0]
+		for _, i := range idx {
+			// A Release running at the same time may have forgotten the
+			// lease since: it is not held, and its path is gone (an empty
+			// one would fail the whole multi).
+			if n, ok := d.nodeOf(reqs[i].ID); ok {
+				ops = append(ops, &zk.SetDataRequest{Path: n.path, Data: renewData(n, reqs[i].TTL), Version: -1})
+				live = append(live, i)
+			}
+		}
+		if idx = live; len(idx) == 0 {
+			break
 		}
 		var res []zk.MultiResponse
 		var err error
