@@ -23,8 +23,13 @@ func checkSharedRun(t *testing.T, sc sharedScenario, res result, sr sharedResult
 	if res.Stale != 0 {
 		t.Errorf("%d stale writes accepted", res.Stale)
 	}
-	if sc.wantRejected && (res.Rejected == 0 || sr.rejectedReads == 0) {
-		t.Errorf("stale holders were made, but the register rejected %d writes and %d reads; want some of each", res.Rejected, sr.rejectedReads)
+	// A paused holder that, resumed, learns of its loss before it acts
+	// has nothing to reject (a loaded machine's scheduling decides which
+	// of its steps come first); the run must still show the register
+	// refusing a stale holder's read or write. That none was accepted is
+	// the check above.
+	if sc.wantRejected && res.Rejected+sr.rejectedReads == 0 {
+		t.Errorf("stale holders were made, but the register rejected %d writes and %d reads; want some", res.Rejected, sr.rejectedReads)
 	}
 	if res.LostAcked != 0 {
 		t.Errorf("%d acknowledged increments lost", res.LostAcked)
