@@ -1,6 +1,7 @@
 package zkdriver
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -13,10 +14,10 @@ import (
 
 // Acquire implements driver.Driver. It creates the acquisition's
 // ephemeral sequential node under the name's node, then reads the name's
-// children and its own node's stat together: the lock is granted when no
-// live node is ahead of its own, and its token is its node's creation
-// zxid. Expired nodes ahead (not modified for their TTL, by the leader's
-// clock) are deleted on the way. A refused acquisition deletes its node.
+// children: the lock is granted when no live node is ahead of its own,
+// and its token is its node's creation zxid. Expired nodes ahead (not
+// modified for their TTL, by the leader's clock) are deleted on the way.
+// A refused acquisition deletes its node.
 func (d *Driver) Acquire(ctx context.Context, req driver.AcquireRequest) (driver.AcquireResult, error) {
 	if err := d.checkTTL(req.TTL); err != nil {
 		return driver.AcquireResult{}, err
@@ -28,21 +29,20 @@ func (d *Driver) Acquire(ctx context.Context, req driver.AcquireRequest) (driver
 	_, retry := d.pathOf(req.ID)
 	sent := time.Now()
 	nd := newData(req.TTL, sent, req.Owner)
-	own, err := d.createOwn(ctx, parent, kindExclusive, req.ID, nd.encode())
+	c, err := d.createOwn(ctx, parent, kindExclusive, req.ID, nd.encode())
 	if err != nil {
 		return driver.AcquireResult{}, err
 	}
-	last := written{answered: time.Now()} // the creation's
-	v, err := d.evaluate(parent, own, driver.ModeExclusive, 0, last, evalOpts{})
+	v, err := d.evaluate(parent, c.path, driver.ModeExclusive, 0, c.stamp, evalOpts{token: c.token})
 	if err != nil {
 		return driver.AcquireResult{}, err
 	}
 	if v.granted {
-		d.remember(req.ID, ownNode{path: own, key: req.Key, kind: kindExclusive, data: nd, sent: sent, last: last})
+		d.remember(req.ID, ownNode{path: c.path, key: req.Key, kind: kindExclusive, data: nd, sent: sent, last: c.stamp})
 		return driver.AcquireResult{Acquired: true, Token: v.token}, nil
 	}
 	if !retry || v.gone {
-		d.dropOwn(req.ID, own)
+		d.dropOwn(req.ID, c.path)
 	}
 	return driver.AcquireResult{RetryAfter: v.retryAfter}, nil
 }
@@ -54,50 +54,116 @@ func (d *Driver) dropOwn(id, path string) {
 	_ = d.conn.Delete(path, -1)
 }
 
-// createOwn returns the path of acquisition id's node under parent: the
-// one it has already (a retry), or a new ephemeral sequential one. The
-// id is in the node's name, so after a create whose reply was lost the
-// node, if it was made, is found among the children instead of being
-// made twice (Curator's "protection").
-func (d *Driver) createOwn(ctx context.Context, parent, kind, id string, data []byte) (string, error) {
+// created is an own node as createOwn made or found it. When the reply of
+// its creation came, token is its creation zxid and stamp that write (the
+// leader's time stamp, stamp.mtime); both are zero for a node found again,
+// whose stat evaluate then reads.
+type created struct {
+	path  string
+	token uint64
+	stamp written
+}
+
+// createOwn returns acquisition id's node under parent: the one it has
+// already (a retry), or a new ephemeral sequential one. The id is in the
+// node's name, so after a create whose reply was lost the node, if it was
+// made, is found among the children instead of being made twice
+// (Curator's "protection").
+func (d *Driver) createOwn(ctx context.Context, parent, kind, id string, data []byte) (created, error) {
 	if p, ok := d.pathOf(id); ok {
-		return p, nil
+		return created{path: p, stamp: written{answered: time.Now()}}, nil
 	}
 	prefix := parent + "/" + childPrefix(kind, id)
 	lost := false
 	for {
 		if err := ctx.Err(); err != nil {
-			return "", err
+			return created{}, err
 		}
 		if lost {
 			if p, found, err := d.findOwn(parent, id); err != nil && !isConnLoss(err) {
-				return "", err
+				return created{}, err
 			} else if found {
-				return p, nil
+				return created{path: p, stamp: written{answered: time.Now()}}, nil
 			} else if err != nil {
 				if err := sleepCtx(ctx, 10*time.Millisecond); err != nil {
-					return "", err
+					return created{}, err
 				}
 				continue
 			}
 		}
-		p, err := d.conn.Create(prefix, data, zk.FlagEphemeral|zk.FlagSequence, d.acl)
+		c, err := d.create(prefix, data)
 		switch {
 		case err == nil:
-			return p, nil
+			return c, nil
 		case errors.Is(err, zk.ErrNoNode):
 			if err := d.ensureParent(parent); err != nil {
-				return "", err
+				return created{}, err
 			}
 		case isConnLoss(err):
 			lost = true
 			if err := sleepCtx(ctx, 10*time.Millisecond); err != nil {
-				return "", err
+				return created{}, err
 			}
 		default:
-			return "", fmt.Errorf("zkdriver: create under %s: %w", parent, err)
+			return created{}, fmt.Errorf("zkdriver: create under %s: %w", parent, err)
 		}
 	}
+}
+
+// create makes an ephemeral sequential node at prefix. It is sent as one
+// multi request with a write of the prefix's stamp node: the multi is one
+// transaction, so the stamp's new stat carries the creation's zxid (the
+// token) and the leader's time stamp, which a plain create does not
+// return and which would otherwise cost a read of the new node. Where the
+// stamp node cannot be written (another client made it with an ACL this
+// one does not pass), the driver falls back to plain creates for good.
+func (d *Driver) create(prefix string, data []byte) (created, error) {
+	flags := int32(zk.FlagEphemeral | zk.FlagSequence)
+	if d.plainCreates.Load() {
+		p, err := d.conn.Create(prefix, data, flags, d.acl)
+		return created{path: p, stamp: written{answered: time.Now()}}, err
+	}
+	res, err := d.conn.Multi(
+		&zk.CreateRequest{Path: prefix, Data: data, Acl: d.acl, Flags: flags},
+		&zk.SetDataRequest{Path: d.stampNode(), Version: -1},
+	)
+	if err == nil && len(res) == 2 && res[1].Stat != nil {
+		st := res[1].Stat
+		return created{path: res[0].String, token: uint64(st.Mzxid), stamp: written{mtime: st.Mtime, answered: time.Now()}}, nil
+	}
+	if err == nil || len(res) != 2 {
+		return created{}, fmt.Errorf("zkdriver: create: %d answers to a multi of 2: %w", len(res), cmp.Or(err, zk.ErrAPIError))
+	}
+	switch stampErr := res[1].Error; {
+	case errors.Is(res[0].Error, zk.ErrNoNode):
+		return created{}, res[0].Error // the name's node is missing
+	case errors.Is(stampErr, zk.ErrNoNode):
+		if err := d.ensureStamp(); err != nil {
+			return created{}, err
+		}
+		return d.create(prefix, data)
+	case errors.Is(stampErr, zk.ErrNoAuth):
+		d.plainCreates.Store(true)
+		return d.create(prefix, data)
+	}
+	return created{}, err
+}
+
+// stampName is the stamp node's name under the prefix: a '%' not followed
+// by two hex digits, which no escaped lock name has, so names skips it.
+const stampName = "%stamp"
+
+func (d *Driver) stampNode() string { return d.prefix + "/" + stampName }
+
+// ensureStamp creates the prefix's stamp node (and the prefix).
+func (d *Driver) ensureStamp() error {
+	if err := d.ensurePrefix(); err != nil {
+		return err
+	}
+	if _, err := d.conn.Create(d.stampNode(), nil, 0, d.acl); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+		return fmt.Errorf("zkdriver: create %s: %w", d.stampNode(), err)
+	}
+	return nil
 }
 
 // findOwn looks for the node of id among parent's children. It syncs
@@ -132,17 +198,24 @@ func (d *Driver) ensureParent(parent string) error {
 	if !errors.Is(err, zk.ErrNoNode) {
 		return fmt.Errorf("zkdriver: create %s: %w", parent, err)
 	}
-	// The prefix is missing: it is made once, as persistent nodes.
-	segs := strings.Split(strings.TrimPrefix(d.prefix, "/"), "/")
+	if err := d.ensurePrefix(); err != nil {
+		return err
+	}
+	if _, err := d.conn.CreateContainer(parent, nil, zk.FlagContainer, d.acl); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+		return fmt.Errorf("zkdriver: create %s: %w", parent, err)
+	}
+	return nil
+}
+
+// ensurePrefix creates the prefix's nodes that are missing, as persistent
+// nodes: they are made once.
+func (d *Driver) ensurePrefix() error {
 	p := ""
-	for _, s := range segs {
+	for _, s := range strings.Split(strings.TrimPrefix(d.prefix, "/"), "/") {
 		p += "/" + s
 		if _, err := d.conn.Create(p, nil, 0, d.acl); err != nil && !errors.Is(err, zk.ErrNodeExists) {
 			return fmt.Errorf("zkdriver: create %s: %w", p, err)
 		}
-	}
-	if _, err := d.conn.CreateContainer(parent, nil, zk.FlagContainer, d.acl); err != nil && !errors.Is(err, zk.ErrNodeExists) {
-		return fmt.Errorf("zkdriver: create %s: %w", parent, err)
 	}
 	return nil
 }

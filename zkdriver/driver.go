@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/dlockio/dlock/driver"
@@ -44,6 +45,8 @@ type Driver struct {
 	sessionTimeout time.Duration
 	ownsConn       bool
 	acl            []zk.ACL
+	// plainCreates is set once the stamp node refused a write (see create).
+	plainCreates atomic.Bool
 
 	mu       sync.Mutex
 	paths    map[string]ownNode   // acquisition id → its node, while held or waiting
@@ -230,28 +233,24 @@ type ownNode struct {
 	stop    chan struct{} // ends its grant monitor; nil when none runs
 }
 
-// written is one answered write of an own node: its version and the
-// leader's time stamp (mtime) of that version, and when this client had
-// the answer. Only a stamp and an answer of the same write make a lower
-// bound of the leader's clock (stamp + time since the answer): a stat read
-// later may show a newer write (a renewal in flight) whose answer has not
-// come yet.
+// written is one answered write of an own node: the leader's time stamp
+// (mtime) of that write, and when this client had the answer. Only a
+// stamp and an answer of the same write make a lower bound of the
+// leader's clock (stamp + time since the answer): a stat read later may
+// show a newer write (a renewal in flight) whose answer has not come yet.
 type written struct {
-	version  int32
-	mtime    int64 // ms; 0 for a creation, whose stamp is the node's ctime
+	mtime    int64 // ms; 0 for a creation whose stamp is unknown: the node's ctime
 	answered time.Time
 }
 
-// leaderNow is a lower bound of the leader's clock now, in ms, from st, a
-// stat of the node read now: its mtime when st shows the write w is of,
-// else w's own stamp (or, for a creation, the node's ctime).
+// leaderNow is a lower bound of the leader's clock now, in ms: w's stamp
+// plus the time since w's answer. When w is a creation whose stamp is
+// unknown, the stamp is the node's ctime, from st, a stat of the node read
+// since; st is not read otherwise, and may be nil then.
 func (w written) leaderNow(st *zk.Stat) int64 {
-	stamp := st.Mtime
-	if st.Version != w.version {
-		stamp = w.mtime
-		if w.version == 0 {
-			stamp = st.Ctime
-		}
+	stamp := w.mtime
+	if stamp == 0 {
+		stamp = st.Ctime
 	}
 	return stamp + time.Since(w.answered).Milliseconds()
 }

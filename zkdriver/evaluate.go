@@ -56,8 +56,7 @@ type verdict struct {
 	waitersAhead  int  // nodes ahead that are not granted, by their names
 }
 
-// evaluate reads parent's children and own's stat in one round trip (two
-// requests in flight together) and decides whether own, a request of
+// evaluate reads parent's children and decides whether own, a request of
 // mode, is granted: strictly in arrival order, an exclusive node when no
 // live node is ahead, a shared one when only shared nodes are, a permit
 // when only fewer than limit live permits are. It reads only the nodes
@@ -66,6 +65,8 @@ type verdict struct {
 // its last modification is deleted if it is still at the version read:
 // both times are the leader's clock (mtime), own's last answered write
 // moved on by this client's clock since that answer (written.leaderNow).
+// Own's stat is read too, in the same round trip, only when the caller
+// knows neither own's token nor that write's stamp (a node found again).
 // evalOpts are what a caller of evaluate knows or wants besides the node.
 type evalOpts struct {
 	watch bool   // watch the node that blocks own (a waiter's)
@@ -73,20 +74,51 @@ type evalOpts struct {
 }
 
 func (d *Driver) evaluate(parent, own string, mode driver.Mode, limit int, last written, o evalOpts) (verdict, error) {
-	if o.token != 0 {
-		// A waiter judged again: when nothing ahead can block it, the
-		// children alone decide, without own's stat.
+	names, st, err := d.readOwnQueue(parent, own, o.token == 0 || last.mtime == 0)
+	if err != nil {
+		return verdict{}, err
+	}
+	ahead, found := childrenAhead(names, own)
+	if !found {
+		return verdict{gone: true}, nil
+	}
+	v := verdict{token: o.token, retryAfter: -1, waitersAhead: waitersAmong(ahead)}
+	if st != nil {
+		v.token = uint64(st.Czxid)
+	}
+	if mode == driver.ModePermit {
+		for _, c := range ahead {
+			if m, l, ok := kindMode(c.kind); ok && m == driver.ModePermit && l != limit {
+				v.mismatch = true
+			}
+		}
+	}
+	if grantedByNames(ahead, mode, limit) {
+		v.granted = true // whatever the nodes ahead are, alive or expired
+		return v, nil
+	}
+	// The leader's clock now, at least: own's last answered write's
+	// stamp, plus the time since its answer came back (less than since
+	// the leader stamped it), so an expiry is never judged early.
+	now := last.leaderNow(st)
+	if mode == driver.ModePermit {
+		err = d.judgePermit(parent, ahead, now, limit, &v)
+	} else {
+		err = d.judgeBackwards(parent, ahead, now, mode, o.watch, &v)
+	}
+	return v, err
+}
+
+// readOwnQueue reads parent's children and, with withStat, own's stat in the
+// same round trip (two requests in flight together). A stat that shows
+// own gone comes back as nil names.
+func (d *Driver) readOwnQueue(parent, own string, withStat bool) ([]string, *zk.Stat, error) {
+	if !withStat {
 		names, _, err := d.conn.Children(parent)
 		if err != nil {
-			return verdict{}, fmt.Errorf("zkdriver: children of %s: %w", parent, err)
+			return nil, nil, fmt.Errorf("zkdriver: children of %s: %w", parent, err)
 		}
-		ahead, found := childrenAhead(names, own)
-		if !found {
-			return verdict{gone: true}, nil
-		}
-		if grantedByNames(ahead, mode, limit) {
-			return verdict{granted: true, token: o.token, retryAfter: -1}, nil
-		}
+		return names, nil, nil
 	}
 	type statRes struct {
 		ok  bool
@@ -100,35 +132,15 @@ func (d *Driver) evaluate(parent, own string, mode driver.Mode, limit int, last 
 	}()
 	names, _, cerr := d.conn.Children(parent)
 	sr := <-sc
-	if sr.err != nil {
-		return verdict{}, fmt.Errorf("zkdriver: stat %s: %w", own, sr.err)
+	switch {
+	case sr.err != nil:
+		return nil, nil, fmt.Errorf("zkdriver: stat %s: %w", own, sr.err)
+	case !sr.ok:
+		return nil, nil, nil
+	case cerr != nil:
+		return nil, nil, fmt.Errorf("zkdriver: children of %s: %w", parent, cerr)
 	}
-	if !sr.ok {
-		return verdict{gone: true}, nil
-	}
-	if cerr != nil {
-		return verdict{}, fmt.Errorf("zkdriver: children of %s: %w", parent, cerr)
-	}
-	ahead, _ := childrenAhead(names, own)
-	v := verdict{token: uint64(sr.st.Czxid), retryAfter: -1, waitersAhead: waitersAmong(ahead)}
-	if mode == driver.ModePermit {
-		for _, c := range ahead {
-			if m, l, ok := kindMode(c.kind); ok && m == driver.ModePermit && l != limit {
-				v.mismatch = true
-			}
-		}
-	}
-	// The leader's clock now, at least: own's last answered write's
-	// stamp, plus the time since its answer came back (less than since
-	// the leader stamped it), so an expiry is never judged early.
-	now := last.leaderNow(sr.st)
-	var err error
-	if mode == driver.ModePermit {
-		err = d.judgePermit(parent, ahead, now, limit, &v)
-	} else {
-		err = d.judgeBackwards(parent, ahead, now, mode, o.watch, &v)
-	}
-	return v, err
+	return names, sr.st, nil
 }
 
 // judgeBackwards decides an exclusive or shared node: it walks back from

@@ -58,11 +58,11 @@ func (d *Driver) enqueueOnce(ctx context.Context, req driver.QueueRequest) (driv
 	old, existed := d.nodeOf(req.ID)
 	sent := time.Now()
 	nd := newData(req.TTL, sent, req.Owner)
-	own, err := d.createOwn(ctx, parent, kind, req.ID, nd.encode())
+	c, err := d.createOwn(ctx, parent, kind, req.ID, nd.encode())
 	if err != nil {
 		return driver.QueueResult{}, false, err
 	}
-	var last written // the creation's, unless extended below
+	own, last, token := c.path, c.stamp, c.token
 	if existed {
 		// A retry, or a waiter asking about its grant: the TTL counts
 		// from now, the rest of the node stays.
@@ -76,10 +76,10 @@ func (d *Driver) enqueueOnce(ctx context.Context, req driver.QueueRequest) (driv
 			}
 			return driver.QueueResult{}, false, fmt.Errorf("zkdriver: extend %s: %w", own, err)
 		}
-		last = written{version: st.Version, mtime: st.Mtime}
+		last = written{mtime: st.Mtime, answered: time.Now()}
+		token = uint64(st.Czxid)
 	}
-	last.answered = time.Now()
-	v, err := d.evaluate(parent, own, req.Mode, req.Limit, last, evalOpts{watch: req.Wait})
+	v, err := d.evaluate(parent, own, req.Mode, req.Limit, last, evalOpts{watch: req.Wait, token: token})
 	if err != nil {
 		return driver.QueueResult{}, false, err
 	}

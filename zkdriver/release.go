@@ -185,7 +185,7 @@ func (d *Driver) Renew(ctx context.Context, reqs []driver.RenewRequest) ([]bool,
 				ttl := reqs[i].TTL
 				last := written{answered: answered}
 				if st := res[j].Stat; st != nil {
-					last.version, last.mtime = st.Version, st.Mtime
+					last.mtime = st.Mtime
 				}
 				d.update(reqs[i].ID, func(n *ownNode) {
 					n.sent, n.last, n.data.TTLms = sent, last, ttl.Milliseconds()

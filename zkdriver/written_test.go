@@ -16,7 +16,7 @@ import (
 // write's answer.
 func TestLeaderNowPairsAStampWithItsOwnAnswer(t *testing.T) {
 	answered := time.Now().Add(-100 * time.Millisecond)
-	renewed := written{version: 1, mtime: 1_000, answered: answered}
+	renewed := written{mtime: 1_000, answered: answered}
 	created := written{answered: answered}
 	for _, tc := range []struct {
 		name     string
@@ -28,6 +28,7 @@ func TestLeaderNowPairsAStampWithItsOwnAnswer(t *testing.T) {
 		{"a newer write in flight", renewed, zk.Stat{Version: 2, Mtime: 5_000, Ctime: 10}, 1_100, 1_600},
 		{"the creation answered", created, zk.Stat{Version: 0, Mtime: 900, Ctime: 900}, 1_000, 1_500},
 		{"a write in flight after the creation", created, zk.Stat{Version: 1, Mtime: 5_000, Ctime: 900}, 1_000, 1_500},
+		{"the creation's stamp known", written{mtime: 900, answered: answered}, zk.Stat{Version: 1, Mtime: 5_000, Ctime: 900}, 1_000, 1_500},
 	} {
 		if got := tc.w.leaderNow(&tc.st); got < tc.min || got > tc.max {
 			t.Errorf("%s: leaderNow = %d, want within [%d, %d] (never the newer stamp's %d)", tc.name, got, tc.min, tc.max, tc.st.Mtime)
