@@ -45,8 +45,9 @@ type Driver struct {
 	sessionTimeout time.Duration
 	ownsConn       bool
 	acl            []zk.ACL
-	// plainCreates is set once the stamp node refused a write (see create).
-	plainCreates atomic.Bool
+	// plainCreates and plainReleases are set once the stamp node, or a
+	// name's node, refused a write (see create and deleteOwn).
+	plainCreates, plainReleases atomic.Bool
 
 	mu       sync.Mutex
 	paths    map[string]ownNode   // acquisition id → its node, while held or waiting

@@ -54,6 +54,11 @@ type verdict struct {
 	watchChildren bool
 	mismatch      bool // a permit node ahead has another limit
 	waitersAhead  int  // nodes ahead that are not granted, by their names
+	// byNames is set on a grant that the names of the nodes ahead decided
+	// alone (none ahead, or none that can block), with the name node's
+	// stat as the children read returned it.
+	byNames bool
+	name    *zk.Stat
 }
 
 // evaluate reads parent's children and decides whether own, a request of
@@ -74,7 +79,7 @@ type evalOpts struct {
 }
 
 func (d *Driver) evaluate(parent, own string, mode driver.Mode, limit int, last written, o evalOpts) (verdict, error) {
-	names, st, err := d.readOwnQueue(parent, own, o.token == 0 || last.mtime == 0)
+	names, pst, st, err := d.readOwnQueue(parent, own, o.token == 0 || last.mtime == 0)
 	if err != nil {
 		return verdict{}, err
 	}
@@ -94,7 +99,8 @@ func (d *Driver) evaluate(parent, own string, mode driver.Mode, limit int, last 
 		}
 	}
 	if grantedByNames(ahead, mode, limit) {
-		v.granted = true // whatever the nodes ahead are, alive or expired
+		// Whatever the nodes ahead are, alive or expired.
+		v.granted, v.byNames, v.name = true, true, pst
 		return v, nil
 	}
 	// The leader's clock now, at least: own's last answered write's
@@ -109,16 +115,16 @@ func (d *Driver) evaluate(parent, own string, mode driver.Mode, limit int, last 
 	return v, err
 }
 
-// readOwnQueue reads parent's children and, with withStat, own's stat in the
-// same round trip (two requests in flight together). A stat that shows
-// own gone comes back as nil names.
-func (d *Driver) readOwnQueue(parent, own string, withStat bool) ([]string, *zk.Stat, error) {
+// readOwnQueue reads parent's children (and parent's stat) and, with
+// withStat, own's stat in the same round trip (two requests in flight
+// together). A stat that shows own gone comes back as nil names.
+func (d *Driver) readOwnQueue(parent, own string, withStat bool) (names []string, pst, st *zk.Stat, err error) {
 	if !withStat {
-		names, _, err := d.conn.Children(parent)
+		names, pst, err := d.conn.Children(parent)
 		if err != nil {
-			return nil, nil, fmt.Errorf("zkdriver: children of %s: %w", parent, err)
+			return nil, nil, nil, fmt.Errorf("zkdriver: children of %s: %w", parent, err)
 		}
-		return names, nil, nil
+		return names, pst, nil, nil
 	}
 	type statRes struct {
 		ok  bool
@@ -130,17 +136,17 @@ func (d *Driver) readOwnQueue(parent, own string, withStat bool) ([]string, *zk.
 		ok, st, err := d.conn.Exists(own)
 		sc <- statRes{ok, st, err}
 	}()
-	names, _, cerr := d.conn.Children(parent)
+	names, pst, cerr := d.conn.Children(parent)
 	sr := <-sc
 	switch {
 	case sr.err != nil:
-		return nil, nil, fmt.Errorf("zkdriver: stat %s: %w", own, sr.err)
+		return nil, nil, nil, fmt.Errorf("zkdriver: stat %s: %w", own, sr.err)
 	case !sr.ok:
-		return nil, nil, nil
+		return nil, nil, nil, nil
 	case cerr != nil:
-		return nil, nil, fmt.Errorf("zkdriver: children of %s: %w", parent, cerr)
+		return nil, nil, nil, fmt.Errorf("zkdriver: children of %s: %w", parent, cerr)
 	}
-	return names, sr.st, nil
+	return names, pst, sr.st, nil
 }
 
 // judgeBackwards decides an exclusive or shared node: it walks back from

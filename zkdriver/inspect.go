@@ -141,8 +141,10 @@ func (d *Driver) names(prefix string) ([]string, error) {
 	return keys, nil
 }
 
-// Inspect implements driver.Inspector. A holder granted from the queue
-// was acquired when the grant was made, which the name's node notes.
+// Inspect implements driver.Inspector. A holder that waited was acquired
+// when it was granted, which the name's node notes (nameNote): the
+// release that granted it, written after the holder's node was made, or
+// the grant itself, with the holder's id.
 func (d *Driver) Inspect(ctx context.Context, key string) (driver.LockInfo, bool, error) {
 	if err := ctx.Err(); err != nil {
 		return driver.LockInfo{}, false, err
@@ -152,13 +154,18 @@ func (d *Driver) Inspect(ctx context.Context, key string) (driver.LockInfo, bool
 		return driver.LockInfo{}, false, err
 	}
 	info := lockInfo(key, nd, st)
-	if b, _, err := d.conn.Get(d.nameNode(key)); err == nil && len(b) > 0 {
-		var g grantNote
-		if json.Unmarshal(b, &g) == nil && g.ID != "" {
-			if c, ok := parseChild(p[lastSlash(p)+1:]); ok && c.id == g.ID {
-				info.Since = time.Unix(0, g.Since)
-			}
-		}
+	b, nst, err := d.conn.Get(d.nameNode(key))
+	var nt nameNote
+	if err != nil || json.Unmarshal(b, &nt) != nil {
+		return info, true, nil
+	}
+	c, _ := parseChild(p[lastSlash(p)+1:])
+	switch {
+	case nt.ID != "" && nt.ID == c.id:
+		info.Since = time.Unix(0, nt.Since)
+	case nt.Released != "" && nst.Mzxid > st.Czxid:
+		// Released while the holder was waiting behind it.
+		info.Since = time.Unix(0, max(nt.Since, nd.Since))
 	}
 	return info, true, nil
 }

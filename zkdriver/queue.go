@@ -186,13 +186,14 @@ func (d *Driver) monitor(id string, n ownNode, first verdict) {
 		if cur, ok := d.nodeOf(id); ok {
 			n.last = cur.last
 		}
+		watched := v.watch
 		v, err = d.judgeAgain(parent, n, mode, limit, token)
 		switch {
 		case err != nil:
 		case v.gone:
 			return
 		case v.granted:
-			d.granted(id, n, v.token)
+			d.granted(id, n, v, watched)
 			return
 		}
 	}
@@ -237,22 +238,48 @@ func (d *Driver) await(n ownNode, ch <-chan zk.Event, wait time.Duration, timed 
 }
 
 // granted records and announces waiter id's grant. An exclusive grant's
-// acquisition time then goes into the name's node, with the holder's id
-// (Inspect's Since): not into the holder's own node, which keeps the
-// modification time, and so the store TTL, its waiter's place had, and
-// whose next waiter's watch is not woken by the write.
-func (d *Driver) granted(id string, n ownNode, token uint64) {
+// time is then what Inspect shows as Since: the release that made it
+// noted it already in the name's node (release.go) when that release is
+// what granted the waiter, which the node's stat or data tell; any other
+// grant (the node ahead expired, or ended with its session) is noted here,
+// with the holder's id. The note goes into the name's node, not into the
+// holder's own, whose next waiter's watch a write would wake.
+func (d *Driver) granted(id string, n ownNode, v verdict, watched string) {
 	d.update(id, func(m *ownNode) { m.granted, m.stop = true, nil })
-	d.sinks.announce(n.inbox, driver.Grant{Key: n.key, ID: id, Token: token, Confirmed: true})
-	if n.kind == kindExclusive {
-		b, _ := json.Marshal(grantNote{ID: id, Since: time.Now().UnixNano()})
+	d.sinks.announce(n.inbox, driver.Grant{Key: n.key, ID: id, Token: v.token, Confirmed: true})
+	if n.kind == kindExclusive && !d.grantedByRelease(n.key, v, watched) {
+		b, _ := json.Marshal(nameNote{ID: id, Since: time.Now().UnixNano()})
 		_, _ = d.conn.Set(d.nameNode(n.key), b, -1)
 	}
 }
 
-// grantNote is the data of a name's node: the latest exclusive grant from
-// its queue, and when it was made.
-type grantNote struct {
-	ID    string `json:"id"`
-	Since int64  `json:"since"` // Unix ns, by the granting Driver's clock
+// grantedByRelease reports whether a noted release of the node ahead
+// granted verdict v, whose waiter watched that node last. Only a holder's
+// release writes a note, in the same transaction as its node's deletion,
+// and no node behind a waiter is granted before it: so when the last
+// change of the name's children is also the last write of its data (one
+// zxid), that change was the release that granted v. Otherwise (waiters
+// joined since) the note is read: it names the node released.
+func (d *Driver) grantedByRelease(key string, v verdict, watched string) bool {
+	switch {
+	case !v.byNames || v.name == nil:
+		return false // the nodes ahead were judged: one expired
+	case v.name.Mzxid == v.name.Pzxid:
+		return true
+	case watched == "":
+		return false
+	}
+	b, _, err := d.conn.Get(d.nameNode(key))
+	var nt nameNote
+	return err == nil && json.Unmarshal(b, &nt) == nil && nt.Released != "" && nt.Released == watched[lastSlash(watched)+1:]
+}
+
+// nameNote is the data of a name's node: the latest exclusive release
+// (Released: the released node's name) or, when a grant did not follow
+// from one, the latest exclusive grant from the queue (ID: the holder's
+// acquisition id); Since is when, by the writing Driver's clock.
+type nameNote struct {
+	ID       string `json:"id,omitempty"`
+	Released string `json:"released,omitempty"`
+	Since    int64  `json:"since"` // Unix ns
 }

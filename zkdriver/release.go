@@ -2,6 +2,7 @@ package zkdriver
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -100,7 +101,7 @@ func (d *Driver) releaseOne(r driver.ReleaseRequest) (driver.ReleaseResult, erro
 		}
 		path = p
 	}
-	err := d.conn.Delete(path, -1)
+	err := d.deleteOwn(path, r.Kind == driver.KindLock)
 	switch {
 	case err == nil:
 		d.forget(r.ID, true)
@@ -120,6 +121,29 @@ func (d *Driver) releaseOne(r driver.ReleaseRequest) (driver.ReleaseResult, erro
 		}
 		return 0, fmt.Errorf("zkdriver: release %q: %w", r.Key, err)
 	}
+}
+
+// deleteOwn deletes an own node. An exclusive holder's release also notes
+// itself in the name's node, in the same transaction (a multi request):
+// the waiter it grants was acquired then (see grantedByRelease), which
+// Inspect shows, and the waiter need not write that down itself. Where
+// the name's node refuses the write (another client made it with an ACL
+// this one does not pass), the driver deletes plainly from then on.
+func (d *Driver) deleteOwn(path string, holder bool) error {
+	name := path[lastSlash(path)+1:]
+	if c, _ := parseChild(name); !holder || c.kind != kindExclusive || d.plainReleases.Load() {
+		return d.conn.Delete(path, -1)
+	}
+	note, _ := json.Marshal(nameNote{Released: name, Since: time.Now().UnixNano()})
+	res, err := d.conn.Multi(
+		&zk.DeleteRequest{Path: path, Version: -1},
+		&zk.SetDataRequest{Path: path[:lastSlash(path)], Data: note, Version: -1},
+	)
+	if errors.Is(err, zk.ErrNoAuth) && len(res) == 2 && errors.Is(res[1].Error, zk.ErrNoAuth) {
+		d.plainReleases.Store(true)
+		return d.conn.Delete(path, -1)
+	}
+	return err
 }
 
 // Renew implements driver.Driver: one multi request rewrites every
