@@ -38,7 +38,7 @@ func (d *Driver) Acquire(ctx context.Context, req driver.AcquireRequest) (driver
 		return driver.AcquireResult{}, err
 	}
 	if v.granted {
-		d.remember(req.ID, ownNode{path: c.path, key: req.Key, kind: kindExclusive, data: nd, sent: sent, last: c.stamp})
+		d.remember(req.ID, ownNode{path: c.path, key: req.Key, kind: kindExclusive, data: nd, sent: sent, last: c.stamp, shared: v.shared})
 		return driver.AcquireResult{Acquired: true, Token: v.token}, nil
 	}
 	if !retry || v.gone {

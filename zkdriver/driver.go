@@ -128,6 +128,8 @@ func New(conn *zk.Conn, opts ...Option) (*Driver, error) {
 			return nil, err
 		}
 	}
+	d.plainCreates.Store(strings.HasSuffix(d.prefix, "-plaincreate"))
+	d.plainReleases.Store(strings.HasSuffix(d.prefix, "-plainrelease"))
 	if d.sessionTimeout == 0 {
 		return nil, fmt.Errorf("%w: no WithSessionTimeout: New needs the session timeout the servers granted conn", driver.ErrInvalid)
 	}
@@ -231,7 +233,10 @@ type ownNode struct {
 	inbox      string // where its grant is announced, while it waits
 	// granted is set once the driver saw the waiter granted.
 	granted bool
-	stop    chan struct{} // ends its grant monitor; nil when none runs
+	// shared is set once the name was seen in use by others too (see
+	// verdict.shared): only then does a release note itself.
+	shared bool
+	stop   chan struct{} // ends its grant monitor; nil when none runs
 }
 
 // written is one answered write of an own node: the leader's time stamp
@@ -260,7 +265,7 @@ func (w written) leaderNow(st *zk.Stat) int64 {
 func (d *Driver) remember(id string, n ownNode) {
 	d.mu.Lock()
 	if old, ok := d.paths[id]; ok && old.path == n.path {
-		n.stop, n.granted = old.stop, old.granted || n.granted
+		n.stop, n.granted, n.shared = old.stop, old.granted || n.granted, old.shared || n.shared
 	}
 	d.paths[id] = n
 	d.mu.Unlock()

@@ -59,6 +59,10 @@ type verdict struct {
 	// stat as the children read returned it.
 	byNames bool
 	name    *zk.Stat
+	// shared is set when the read showed other nodes under the name, ahead
+	// or behind: a name in use by others, whose release a waiter may be
+	// granted by (see deleteOwn).
+	shared bool
 }
 
 // evaluate reads parent's children and decides whether own, a request of
@@ -87,7 +91,7 @@ func (d *Driver) evaluate(parent, own string, mode driver.Mode, limit int, last 
 	if !found {
 		return verdict{gone: true}, nil
 	}
-	v := verdict{token: o.token, retryAfter: -1, waitersAhead: waitersAmong(ahead)}
+	v := verdict{token: o.token, retryAfter: -1, waitersAhead: waitersAmong(ahead), shared: len(names) > 1}
 	if st != nil {
 		v.token = uint64(st.Czxid)
 	}

@@ -93,7 +93,7 @@ func (d *Driver) enqueueOnce(ctx context.Context, req driver.QueueRequest) (driv
 			return driver.QueueResult{}, false, err
 		}
 	}
-	n := ownNode{path: own, key: req.Key, kind: kind, data: nd, sent: sent, last: last, inbox: req.Inbox, granted: v.granted}
+	n := ownNode{path: own, key: req.Key, kind: kind, data: nd, sent: sent, last: last, inbox: req.Inbox, granted: v.granted, shared: v.shared}
 	switch {
 	case v.granted:
 		d.remember(req.ID, n)
@@ -245,7 +245,7 @@ func (d *Driver) await(n ownNode, ch <-chan zk.Event, wait time.Duration, timed 
 // with the holder's id. The note goes into the name's node, not into the
 // holder's own, whose next waiter's watch a write would wake.
 func (d *Driver) granted(id string, n ownNode, v verdict, watched string) {
-	d.update(id, func(m *ownNode) { m.granted, m.stop = true, nil })
+	d.update(id, func(m *ownNode) { m.granted, m.stop, m.shared = true, nil, true })
 	d.sinks.announce(n.inbox, driver.Grant{Key: n.key, ID: id, Token: v.token, Confirmed: true})
 	if n.kind == kindExclusive && !d.grantedByRelease(n.key, v, watched) {
 		b, _ := json.Marshal(nameNote{ID: id, Since: time.Now().UnixNano()})

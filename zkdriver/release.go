@@ -31,6 +31,10 @@ func (d *Driver) Release(ctx context.Context, reqs []driver.ReleaseRequest) ([]d
 	out := make([]driver.ReleaseResult, len(reqs))
 	errs := make([]error, len(reqs))
 	err := untilDone(ctx, func() {
+		if len(reqs) == 1 { // most Unlocks: no goroutine more to wait on
+			out[0], errs[0] = d.releaseOne(reqs[0])
+			return
+		}
 		var wg sync.WaitGroup
 		for i, r := range reqs {
 			wg.Go(func() { out[i], errs[i] = d.releaseOne(r) })
@@ -101,7 +105,9 @@ func (d *Driver) releaseOne(r driver.ReleaseRequest) (driver.ReleaseResult, erro
 		}
 		path = p
 	}
-	err := d.deleteOwn(path, r.Kind == driver.KindLock)
+	// A node not remembered (found again) notes its release: whether
+	// others use the name is unknown.
+	err := d.deleteOwn(path, r.Kind == driver.KindLock && (!ok || n.shared))
 	switch {
 	case err == nil:
 		d.forget(r.ID, true)
@@ -123,21 +129,24 @@ func (d *Driver) releaseOne(r driver.ReleaseRequest) (driver.ReleaseResult, erro
 	}
 }
 
-// deleteOwn deletes an own node. An exclusive holder's release also notes
-// itself in the name's node, in the same transaction (a multi request):
-// the waiter it grants was acquired then (see grantedByRelease), which
-// Inspect shows, and the waiter need not write that down itself. Where
-// the name's node refuses the write (another client made it with an ACL
-// this one does not pass), the driver deletes plainly from then on.
-func (d *Driver) deleteOwn(path string, holder bool) error {
+// deleteOwn deletes an own node. With note, an exclusive holder's release
+// also notes itself in the name's node, in the same transaction (a multi
+// request): the waiter it grants was acquired then (see grantedByRelease),
+// which Inspect shows, and the waiter need not write that down itself.
+// Release asks for the note only where the name was seen in use by others:
+// a lone holder's release (most uncontended cycles) costs a plain delete,
+// and a waiter that joined behind it unseen notes its own grant. Where the
+// name's node refuses the write (another client made it with an ACL this
+// one does not pass), the driver deletes plainly from then on.
+func (d *Driver) deleteOwn(path string, note bool) error {
 	name := path[lastSlash(path)+1:]
-	if c, _ := parseChild(name); !holder || c.kind != kindExclusive || d.plainReleases.Load() {
+	if c, _ := parseChild(name); !note || c.kind != kindExclusive || d.plainReleases.Load() {
 		return d.conn.Delete(path, -1)
 	}
-	note, _ := json.Marshal(nameNote{Released: name, Since: time.Now().UnixNano()})
+	b, _ := json.Marshal(nameNote{Released: name, Since: time.Now().UnixNano()})
 	res, err := d.conn.Multi(
 		&zk.DeleteRequest{Path: path, Version: -1},
-		&zk.SetDataRequest{Path: path[:lastSlash(path)], Data: note, Version: -1},
+		&zk.SetDataRequest{Path: path[:lastSlash(path)], Data: b, Version: -1},
 	)
 	if errors.Is(err, zk.ErrNoAuth) && len(res) == 2 && errors.Is(res[1].Error, zk.ErrNoAuth) {
 		d.plainReleases.Store(true)

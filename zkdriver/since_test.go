@@ -11,15 +11,18 @@ import (
 	"github.com/go-zookeeper/zk"
 )
 
-// A waiter granted by a holder's release writes nothing: the release noted
-// itself in the name's node, and Inspect's Since is that release. A
-// waiter granted because the node ahead ended with its session (no release
-// to note) notes its own grant: Since is then after that session's end,
-// not the earlier release that granted the node which ended.
+// A lone holder's release is a plain delete: the waiter that joined
+// behind it unseen notes its own grant. A holder that saw others under the
+// name notes its release, and the waiter it grants writes nothing. A
+// waiter granted because the node ahead ended with its session (no
+// release to note) notes its own grant. Each way, Inspect's Since is the
+// grant: after the release, or after the session's end, never the earlier
+// release that granted the node which ended.
 func TestSinceOfAHandOff(t *testing.T) {
 	n := zkserver.Shared(t)
 	const prefix = "/since"
-	x, xd := faultClient(t, n.Addr(), prefix)
+	a, ad := faultClient(t, n.Addr(), prefix)
+	x, _ := faultClient(t, n.Addr(), prefix)
 	w, wd := faultClient(t, n.Addr(), prefix)
 	h, _ := faultClient(t, n.Addr(), prefix)
 	look := newDriver(t, n.Addr(), prefix)
@@ -28,7 +31,7 @@ func TestSinceOfAHandOff(t *testing.T) {
 	waitNodes := func(want int) {
 		t.Helper()
 		for {
-			names, _, err := look.conn.Children(xd.nameNode("k"))
+			names, _, err := look.conn.Children(ad.nameNode("k"))
 			if err != nil && err != zk.ErrNoNode {
 				t.Fatal(err)
 			}
@@ -41,55 +44,69 @@ func TestSinceOfAHandOff(t *testing.T) {
 			time.Sleep(5 * time.Millisecond)
 		}
 	}
-	xl, err := x.Lock(ctx, "k")
-	if err != nil {
-		t.Fatal(err)
-	}
 	type got struct {
 		l   *dlock.Lease
 		err error
 	}
-	wGot, hGot := make(chan got, 1), make(chan got, 1)
-	go func() { l, err := w.Lock(ctx, "k"); wGot <- got{l, err} }()
+	lock := func(c *dlock.Client) <-chan got {
+		ch := make(chan got, 1)
+		go func() { l, err := c.Lock(ctx, "k"); ch <- got{l, err} }()
+		return ch
+	}
+	granted := func(ch <-chan got) *dlock.Lease {
+		t.Helper()
+		g := <-ch
+		if g.err != nil {
+			t.Fatal(g.err)
+		}
+		return g.l
+	}
+	// check asks Inspect for the holder l and the note the name holds.
+	check := func(what string, l *dlock.Lease, after time.Time, wantReleased bool) {
+		t.Helper()
+		info, ok, err := look.Inspect(ctx, "k")
+		if err != nil || !ok {
+			t.Fatalf("%s: Inspect: %v, %v", what, ok, err)
+		}
+		if info.Token != l.Token() || info.Since.Before(after) {
+			t.Errorf("%s: Inspect token %d since %v; want %d, since %v or later", what, info.Token, info.Since, l.Token(), after)
+		}
+		var nt nameNote
+		b, _, err := look.conn.Get(ad.nameNode("k"))
+		if err != nil || json.Unmarshal(b, &nt) != nil || (nt.Released != "") != wantReleased || (nt.ID != "") == wantReleased {
+			t.Errorf("%s: the name's note %+v (%v); want a release's: %v", what, nt, err, wantReleased)
+		}
+	}
+
+	al, err := a.Lock(ctx, "k") // alone under the name
+	if err != nil {
+		t.Fatal(err)
+	}
+	xGot := lock(x)
 	waitNodes(2)
-	go func() { l, err := h.Lock(ctx, "k"); hGot <- got{l, err} }()
+	wGot := lock(w)
 	waitNodes(3)
+	hGot := lock(h)
+	waitNodes(4)
 
 	released := time.Now()
+	if err := al.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	xl := granted(xGot)
+	check("after a lone holder's release", xl, released, false)
+
+	released = time.Now()
 	if err := xl.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
-	wg := <-wGot
-	if wg.err != nil {
-		t.Fatal(wg.err)
-	}
-	info, ok, err := look.Inspect(ctx, "k")
-	if err != nil || !ok {
-		t.Fatalf("Inspect: %v, %v", ok, err)
-	}
-	if info.Token != wg.l.Token() || info.Since.Before(released) {
-		t.Errorf("after the release: Inspect token %d since %v; want %d, since the release at %v", info.Token, info.Since, wg.l.Token(), released)
-	}
-	var nt nameNote
-	if b, _, err := look.conn.Get(xd.nameNode("k")); err != nil || json.Unmarshal(b, &nt) != nil || nt.Released == "" || nt.ID != "" {
-		t.Errorf("the name's note after the release: %+v (%v); want the release's, no grant written", nt, err)
-	}
+	check("after a queued holder's release", granted(wGot), released, true)
 
 	ended := time.Now()
 	wd.conn.Close() // the holder's session ends: its node goes, unreleased
-	hg := <-hGot
-	if hg.err != nil {
-		t.Fatal(hg.err)
-	}
-	defer func() { _ = hg.l.Unlock(context.Background()) }()
-	info, ok, err = look.Inspect(ctx, "k")
-	if err != nil || !ok {
-		t.Fatalf("Inspect: %v, %v", ok, err)
-	}
-	if info.Token != hg.l.Token() || info.Since.Before(ended) {
-		t.Errorf("after the session's end: Inspect token %d since %v; want %d, since the end at %v (the earlier release was at %v)",
-			info.Token, info.Since, hg.l.Token(), ended, released)
-	}
+	hl := granted(hGot)
+	defer func() { _ = hl.Unlock(context.Background()) }()
+	check("after the holder's session ended", hl, ended, false)
 }
 
 // grantedByRelease reads the note when waiters joined after the release
