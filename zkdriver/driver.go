@@ -128,8 +128,6 @@ func New(conn *zk.Conn, opts ...Option) (*Driver, error) {
 			return nil, err
 		}
 	}
-	d.plainCreates.Store(strings.HasSuffix(d.prefix, "-plaincreate"))
-	d.plainReleases.Store(strings.HasSuffix(d.prefix, "-plainrelease"))
 	if d.sessionTimeout == 0 {
 		return nil, fmt.Errorf("%w: no WithSessionTimeout: New needs the session timeout the servers granted conn", driver.ErrInvalid)
 	}
