@@ -149,22 +149,34 @@ func (d *Driver) create(prefix string, data []byte) (created, error) {
 	return created{}, err
 }
 
+// ensureStamp creates the prefix's stamp node, and the prefix first if it
+// is missing. One the prefix's ACL does not let this client create makes
+// it fall back to plain creates for good, as a stamp it may not write
+// does.
+func (d *Driver) ensureStamp() error {
+	for range 2 {
+		_, err := d.conn.Create(d.stampNode(), nil, 0, d.acl)
+		switch {
+		case err == nil, errors.Is(err, zk.ErrNodeExists):
+			return nil
+		case errors.Is(err, zk.ErrNoAuth):
+			d.plainCreates.Store(true)
+			return nil
+		case !errors.Is(err, zk.ErrNoNode):
+			return fmt.Errorf("zkdriver: create %s: %w", d.stampNode(), err)
+		}
+		if err := d.ensurePrefix(); err != nil {
+			return err
+		}
+	}
+	return fmt.Errorf("zkdriver: create %s: %w", d.stampNode(), zk.ErrNoNode)
+}
+
 // stampName is the stamp node's name under the prefix: a '%' not followed
 // by two hex digits, which no escaped lock name has, so names skips it.
 const stampName = "%stamp"
 
 func (d *Driver) stampNode() string { return d.prefix + "/" + stampName }
-
-// ensureStamp creates the prefix's stamp node (and the prefix).
-func (d *Driver) ensureStamp() error {
-	if err := d.ensurePrefix(); err != nil {
-		return err
-	}
-	if _, err := d.conn.Create(d.stampNode(), nil, 0, d.acl); err != nil && !errors.Is(err, zk.ErrNodeExists) {
-		return fmt.Errorf("zkdriver: create %s: %w", d.stampNode(), err)
-	}
-	return nil
-}
 
 // findOwn looks for the node of id among parent's children. It syncs
 // first: after a lost create reply the client may be on another server,
@@ -208,12 +220,18 @@ func (d *Driver) ensureParent(parent string) error {
 }
 
 // ensurePrefix creates the prefix's nodes that are missing, as persistent
-// nodes: they are made once.
+// nodes: they are made once. A node that exists under a parent this client
+// may not create in is refused as unauthorized, not as existing: it is
+// looked for then.
 func (d *Driver) ensurePrefix() error {
 	p := ""
 	for _, s := range strings.Split(strings.TrimPrefix(d.prefix, "/"), "/") {
 		p += "/" + s
-		if _, err := d.conn.Create(p, nil, 0, d.acl); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+		_, err := d.conn.Create(p, nil, 0, d.acl)
+		if err == nil || errors.Is(err, zk.ErrNodeExists) {
+			continue
+		}
+		if ok, _, xerr := d.conn.Exists(p); xerr != nil || !ok {
 			return fmt.Errorf("zkdriver: create %s: %w", p, err)
 		}
 	}

@@ -55,10 +55,9 @@ type verdict struct {
 	mismatch      bool // a permit node ahead has another limit
 	waitersAhead  int  // nodes ahead that are not granted, by their names
 	// byNames is set on a grant that the names of the nodes ahead decided
-	// alone (none ahead, or none that can block), with the name node's
-	// stat as the children read returned it.
+	// alone (none ahead, or none that can block).
 	byNames bool
-	name    *zk.Stat
+	name    *zk.Stat // the name node's, as the children read returned it
 	// shared is set when the read showed other nodes under the name, ahead
 	// or behind: a name in use by others, whose release a waiter may be
 	// granted by (see deleteOwn).
@@ -91,7 +90,7 @@ func (d *Driver) evaluate(parent, own string, mode driver.Mode, limit int, last 
 	if !found {
 		return verdict{gone: true}, nil
 	}
-	v := verdict{token: o.token, retryAfter: -1, waitersAhead: waitersAmong(ahead), shared: len(names) > 1}
+	v := verdict{token: o.token, retryAfter: -1, waitersAhead: waitersAmong(ahead), shared: len(names) > 1, name: pst}
 	if st != nil {
 		v.token = uint64(st.Czxid)
 	}
@@ -104,7 +103,7 @@ func (d *Driver) evaluate(parent, own string, mode driver.Mode, limit int, last 
 	}
 	if grantedByNames(ahead, mode, limit) {
 		// Whatever the nodes ahead are, alive or expired.
-		v.granted, v.byNames, v.name = true, true, pst
+		v.granted, v.byNames = true, true
 		return v, nil
 	}
 	// The leader's clock now, at least: own's last answered write's

@@ -98,6 +98,9 @@ func (d *Driver) enqueueOnce(ctx context.Context, req driver.QueueRequest) (driv
 	case v.granted:
 		d.remember(req.ID, n)
 		d.stopMonitor(req.ID)
+		if existed && !old.granted && kind == kindExclusive {
+			d.noteGrant(req.Key, req.ID, v, "") // a waiter granted here, not by its monitor
+		}
 		return driver.QueueResult{Granted: true, Token: v.token}, false, nil
 	case !req.Wait && !existed:
 		d.dropOwn(req.ID, own)
@@ -237,20 +240,32 @@ func (d *Driver) await(n ownNode, ch <-chan zk.Event, wait time.Duration, timed 
 	return zk.Event{}, true
 }
 
-// granted records and announces waiter id's grant. An exclusive grant's
-// time is then what Inspect shows as Since: the release that made it
-// noted it already in the name's node (release.go) when that release is
-// what granted the waiter, which the node's stat or data tell; any other
-// grant (the node ahead expired, or ended with its session) is noted here,
-// with the holder's id. The note goes into the name's node, not into the
-// holder's own, whose next waiter's watch a write would wake.
+// granted records and announces waiter id's grant, then notes it
+// (noteGrant).
 func (d *Driver) granted(id string, n ownNode, v verdict, watched string) {
 	d.update(id, func(m *ownNode) { m.granted, m.stop, m.shared = true, nil, true })
 	d.sinks.announce(n.inbox, driver.Grant{Key: n.key, ID: id, Token: v.token, Confirmed: true})
-	if n.kind == kindExclusive && !d.grantedByRelease(n.key, v, watched) {
-		b, _ := json.Marshal(nameNote{ID: id, Since: time.Now().UnixNano()})
-		_, _ = d.conn.Set(d.nameNode(n.key), b, -1)
+	if n.kind == kindExclusive {
+		d.noteGrant(n.key, id, v, watched)
 	}
+}
+
+// noteGrant makes an exclusive grant's time what Inspect shows as Since.
+// The release that made it noted it already in the name's node
+// (release.go) when that release is what granted the waiter, which the
+// node's stat or data tell (grantedByRelease); any other grant (the node
+// ahead was released without a note, expired, or ended with its session)
+// is noted here, with the holder's id. The note goes into the name's node,
+// not into the holder's own, whose next waiter's watch a write would wake.
+// It is written only over the note the grant's read saw: a newer one is of
+// a release after this grant (the holder may unlock at once), which an
+// older grant's note must not hide.
+func (d *Driver) noteGrant(key, id string, v verdict, watched string) {
+	if v.name == nil || d.grantedByRelease(key, v, watched) {
+		return
+	}
+	b, _ := json.Marshal(nameNote{ID: id, Since: time.Now().UnixNano()})
+	_, _ = d.conn.Set(d.nameNode(key), b, v.name.Version)
 }
 
 // grantedByRelease reports whether a noted release of the node ahead
@@ -262,7 +277,7 @@ func (d *Driver) granted(id string, n ownNode, v verdict, watched string) {
 // joined since) the note is read: it names the node released.
 func (d *Driver) grantedByRelease(key string, v verdict, watched string) bool {
 	switch {
-	case !v.byNames || v.name == nil:
+	case !v.byNames:
 		return false // the nodes ahead were judged: one expired
 	case v.name.Mzxid == v.name.Pzxid:
 		return true

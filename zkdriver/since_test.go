@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/dlockio/dlock"
+	"github.com/dlockio/dlock/driver"
 	"github.com/dlockio/dlock/zkdriver/internal/zkserver"
 	"github.com/go-zookeeper/zk"
 )
@@ -138,5 +139,65 @@ func TestGrantedByReleaseReadsTheNote(t *testing.T) {
 		if got := d.grantedByRelease("k", tc.v, tc.watched); got != tc.want {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
 		}
+	}
+}
+
+// A grant's note is written only over the note the grant's read saw: a
+// release noted since (the new holder unlocked at once, granting the next
+// waiter) is newer, and must not be hidden by the older grant's note.
+func TestGrantNoteNeverHidesANewerRelease(t *testing.T) {
+	n := zkserver.Shared(t)
+	d := newDriver(t, n.Addr(), "/latenote")
+	parent := d.nameNode("k")
+	if err := d.ensureParent(parent); err != nil {
+		t.Fatal(err)
+	}
+	_, seen, err := d.conn.Get(parent) // what the grant's read saw
+	if err != nil {
+		t.Fatal(err)
+	}
+	later, _ := json.Marshal(nameNote{Released: "x-w-0000000007", Since: time.Now().UnixNano()})
+	if _, err := d.conn.Set(parent, later, -1); err != nil {
+		t.Fatal(err)
+	}
+	d.noteGrant("k", "w", verdict{granted: true, name: seen}, "") // judged, not by names: noted
+	var nt nameNote
+	if b, _, err := d.conn.Get(parent); err != nil || json.Unmarshal(b, &nt) != nil || nt.Released != "x-w-0000000007" {
+		t.Errorf("the name's note: %+v (%v); want the later release's", nt, err)
+	}
+}
+
+// A waiter granted when its Client asks again (Enqueue with its id, as the
+// engine does when the holder's TTL runs out), not by its monitor, notes
+// its grant too: a release noted while it waited, of another node, is not
+// what granted it, and must not become its Since.
+func TestGrantOnEnqueueIsNoted(t *testing.T) {
+	n := zkserver.Shared(t)
+	d := newDriver(t, n.Addr(), "/enqnote")
+	ctx := context.Background()
+	holder := acquireReq("k", newTestID(), 10*time.Second)
+	if res, err := d.Acquire(ctx, holder); err != nil || !res.Acquired {
+		t.Fatalf("acquire: %+v, %v", res, err)
+	}
+	wreq := driver.QueueRequest{Key: "k", ID: newTestID(), Mode: driver.ModeExclusive, TTL: 10 * time.Second, Wait: true, Inbox: "inbox"}
+	if res, err := d.Enqueue(ctx, wreq); err != nil || !res.Queued {
+		t.Fatalf("enqueue: %+v, %v", res, err)
+	}
+	d.stopMonitor(wreq.ID) // only the Enqueue below may grant it
+	stale, _ := json.Marshal(nameNote{Released: "x-other-0000000001", Since: time.Now().UnixNano()})
+	if _, err := d.conn.Set(d.nameNode("k"), stale, -1); err != nil {
+		t.Fatal(err)
+	}
+	hp, _ := d.pathOf(holder.ID)
+	if err := d.conn.Delete(hp, -1); err != nil { // an operator's forced release: no note
+		t.Fatal(err)
+	}
+	asked := time.Now()
+	if res, err := d.Enqueue(ctx, wreq); err != nil || !res.Granted {
+		t.Fatalf("enqueue again: %+v, %v", res, err)
+	}
+	info, ok, err := d.Inspect(ctx, "k")
+	if err != nil || !ok || info.Since.Before(asked) {
+		t.Errorf("Inspect: since %v (ok %v, %v); want the grant, at %v or later", info.Since, ok, err, asked)
 	}
 }

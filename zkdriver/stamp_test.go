@@ -19,11 +19,25 @@ import (
 func TestTokenIsTheNodesCreationZxid(t *testing.T) {
 	n := zkserver.Shared(t)
 	for _, tc := range []struct {
-		name      string
-		lockedOut bool // the stamp node was made with an ACL the driver does not pass
-	}{{"stamp", false}, {"stamp refused", true}} {
+		name           string
+		lockedOut      bool // the stamp node was made with an ACL the driver does not pass
+		readOnlyParent bool // the prefix exists under a parent the driver may not create in
+	}{{"stamp", false, false}, {"stamp refused", true, false}, {"prefix under a read-only parent", false, true}} {
 		t.Run(tc.name, func(t *testing.T) {
 			prefix := "/stamp-" + newTestID()[:8]
+			if tc.readOnlyParent {
+				admin, _ := dial(t, n.Addr(), testSession)
+				if _, err := admin.Create(prefix, nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
+					t.Fatal(err)
+				}
+				prefix += "/dlock"
+				if _, err := admin.Create(prefix, nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := admin.SetACL(prefix[:lastSlash(prefix)], zk.WorldACL(zk.PermRead), -1); err != nil {
+					t.Fatal(err)
+				}
+			}
 			if tc.lockedOut {
 				admin, _ := dial(t, n.Addr(), testSession)
 				if _, err := admin.Create(prefix, nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
