@@ -25,24 +25,37 @@ func (q *Quorum) Inspect(ctx context.Context, key string) (driver.LockInfo, bool
 		info, ok, err := m.d.Inspect(ctx, key)
 		return seen{info, ok}, err
 	}, nil, nil)
+	views, err := majorityAnswered(q, "inspect", answers)
+	if err != nil {
+		return driver.LockInfo{}, false, err
+	}
 	var infos []driver.LockInfo
+	for _, v := range views {
+		if v.ok {
+			infos = append(infos, v.info)
+		}
+	}
+	info, ok := q.majorityView(infos)
+	return info, ok, nil
+}
+
+// majorityAnswered returns the values of the answers that came, or
+// ErrNoQuorum (for what) when fewer than a majority of the masters
+// answered.
+func majorityAnswered[T any](q *Quorum, what string, answers []answer[T]) ([]T, error) {
+	var vs []T
 	var errs []error
-	answered := 0
 	for _, a := range answers {
 		if a.err != nil {
 			errs = append(errs, a.err)
 			continue
 		}
-		answered++
-		if a.v.ok {
-			infos = append(infos, a.v.info)
-		}
+		vs = append(vs, a.v)
 	}
-	if answered < q.majority {
-		return driver.LockInfo{}, false, q.noQuorum("inspect", answered, errs)
+	if len(vs) < q.majority {
+		return nil, q.noQuorum(what, len(vs), errs)
 	}
-	info, ok := q.majorityView(infos)
-	return info, ok, nil
+	return vs, nil
 }
 
 // majorityView returns the lock that a majority of infos (one master's
@@ -75,21 +88,15 @@ func (q *Quorum) List(ctx context.Context, prefix string) ([]driver.LockInfo, er
 	answers := fanOut(ctx, q, q.all(), q.callTimeout(ctx), func(ctx context.Context, m *member) ([]driver.LockInfo, error) {
 		return m.d.List(ctx, prefix)
 	}, nil, nil)
+	lists, err := majorityAnswered(q, "list", answers)
+	if err != nil {
+		return nil, err
+	}
 	perKey := map[string][]driver.LockInfo{}
-	var errs []error
-	answered := 0
-	for _, a := range answers {
-		if a.err != nil {
-			errs = append(errs, a.err)
-			continue
-		}
-		answered++
-		for _, in := range a.v {
+	for _, list := range lists {
+		for _, in := range list {
 			perKey[in.Key] = append(perKey[in.Key], in)
 		}
-	}
-	if answered < q.majority {
-		return nil, q.noQuorum("list", answered, errs)
 	}
 	var out []driver.LockInfo
 	for _, infos := range perKey {
@@ -113,26 +120,20 @@ func (q *Quorum) ForceRelease(ctx context.Context, key string) (uint64, bool, er
 		tok, ok, err := m.d.ForceRelease(ctx, key)
 		return broken{tok, ok}, err
 	}, nil, nil)
+	broke, err := majorityAnswered(q, "force release", answers)
+	if err != nil {
+		return 0, false, err
+	}
 	counts := map[uint64]int{}
-	var errs []error
-	answered := 0
-	for _, a := range answers {
-		if a.err != nil {
-			errs = append(errs, a.err)
-			continue
-		}
-		answered++
-		if a.v.ok {
-			counts[a.v.token]++
+	for _, b := range broke {
+		if b.ok {
+			counts[b.token]++
 		}
 	}
 	for tok, n := range counts {
 		if n >= q.majority {
 			return tok, true, nil
 		}
-	}
-	if answered < q.majority {
-		return 0, false, q.noQuorum("force release", answered, errs)
 	}
 	return 0, false, nil
 }
