@@ -50,8 +50,8 @@ type Driver struct {
 	plainCreates, plainReleases atomic.Bool
 
 	mu       sync.Mutex
-	paths    map[string]ownNode   // acquisition id → its node, while held or waiting
-	released map[string]time.Time // ids released by this driver, for retries: when
+	paths    map[string]ownNode // acquisition id → its node, while held or waiting
+	released releasedIDs        // ids released by this driver, for retries
 	closed   bool
 
 	sinks    grantSinks
@@ -121,7 +121,7 @@ func New(conn *zk.Conn, opts ...Option) (*Driver, error) {
 		prefix:   DefaultPrefix,
 		acl:      zk.WorldACL(zk.PermAll),
 		paths:    make(map[string]ownNode),
-		released: make(map[string]time.Time),
+		released: releasedIDs{at: make(map[string]time.Time)},
 	}
 	for _, o := range opts {
 		if err := o(d); err != nil {
@@ -297,6 +297,32 @@ func (d *Driver) nodeOf(id string) (ownNode, bool) {
 // answer its retries AlreadyReleased.
 const releasedKeep = time.Minute
 
+// releasedIDs are the ids of the releases a driver made in the last
+// releasedKeep, and when. Each add drops the entries that aged out from
+// the front of order, oldest first, so a release costs O(1) amortized,
+// not a walk over every release of the last minute.
+type releasedIDs struct {
+	at    map[string]time.Time
+	order []releasedID // as added: times never decrease along it
+}
+
+type releasedID struct {
+	id string
+	at time.Time
+}
+
+func (r *releasedIDs) add(id string, now time.Time) {
+	r.at[id] = now
+	r.order = append(r.order, releasedID{id, now})
+	for len(r.order) > 0 && now.Sub(r.order[0].at) > releasedKeep {
+		// An id added again since is kept, for its later time.
+		if e := r.order[0]; r.at[e.id].Equal(e.at) {
+			delete(r.at, e.id)
+		}
+		r.order = r.order[1:]
+	}
+}
+
 func (d *Driver) forget(id string, released bool) {
 	now := time.Now()
 	d.mu.Lock()
@@ -305,12 +331,7 @@ func (d *Driver) forget(id string, released bool) {
 	}
 	delete(d.paths, id)
 	if released {
-		d.released[id] = now
-		for k, at := range d.released {
-			if now.Sub(at) > releasedKeep {
-				delete(d.released, k)
-			}
-		}
+		d.released.add(id, now)
 	}
 	d.mu.Unlock()
 }
@@ -318,7 +339,7 @@ func (d *Driver) forget(id string, released bool) {
 func (d *Driver) wasReleased(id string) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	_, ok := d.released[id]
+	_, ok := d.released.at[id]
 	return ok
 }
 

@@ -84,7 +84,7 @@ func kindFits(k driver.Kind, nodeKind string) bool {
 func (d *Driver) releaseOne(r driver.ReleaseRequest) (driver.ReleaseResult, error) {
 	if r.Settled != "" {
 		d.mu.Lock()
-		delete(d.released, r.Settled)
+		delete(d.released.at, r.Settled)
 		d.mu.Unlock()
 	}
 	n, ok := d.nodeOf(r.ID)
