@@ -73,8 +73,8 @@ type verdict struct {
 // its last modification is deleted if it is still at the version read:
 // both times are the leader's clock (mtime), own's last answered write
 // moved on by this client's clock since that answer (written.leaderNow).
-// Own's stat is read too, in the same round trip, only when the caller
-// knows neither own's token nor that write's stamp (a node found again).
+// Own's stat is read too, in the same round trip, unless the caller knows
+// both own's token and that write's stamp (not for a node found again).
 // evalOpts are what a caller of evaluate knows or wants besides the node.
 type evalOpts struct {
 	watch bool   // watch the node that blocks own (a waiter's)
