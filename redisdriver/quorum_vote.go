@@ -49,7 +49,19 @@ func (q *Quorum) Acquire(ctx context.Context, req driver.AcquireRequest) (driver
 	}
 	var last driver.AcquireResult
 	for attempt := 0; ; attempt++ {
-		failed, err := q.settling(ctx, req.ID)
+		sctx, cancel := ctx, context.CancelFunc(func() {})
+		if attempt > 0 {
+			// A retry after a split vote waits for the earlier try's
+			// answers only a vote's time: a silent master's may take as
+			// long as its client's own timeouts. Not acquired then; the
+			// caller tries again with another ID, which they cannot touch.
+			sctx, cancel = context.WithTimeout(ctx, q.cfg.voteTimeout)
+		}
+		failed, err := q.settling(sctx, req.ID)
+		cancel()
+		if err != nil && attempt > 0 && ctx.Err() == nil {
+			return last, nil
+		}
 		if err != nil {
 			return driver.AcquireResult{}, err
 		}
